@@ -1,0 +1,1 @@
+"""flow: a OneFlow-style deep learning framework on MLIR (xDSL) and IREE."""
