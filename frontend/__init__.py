@@ -1,1 +1,43 @@
-"""flow: a OneFlow-style deep learning framework on MLIR (xDSL) and IREE."""
+"""flow: a OneFlow-style deep learning framework built on MLIR (xDSL) and IREE.
+
+Eager tensors run on numpy; `flow.jit` traces the same code into the `flow`
+dialect, lowers it to linalg and compiles it with IREE for cpu, cuda, rocm or
+vulkan.
+"""
+
+from __future__ import annotations
+
+from . import _ops
+from ._dtypes import (
+    bfloat16,
+    bool_,
+    dtype,
+    float16,
+    float32,
+    float64,
+    int8,
+    int32,
+    int64,
+)
+from ._jit import Compiled, Lowered, jit
+from ._ops import *  # noqa: F403  (the op library, see _ops.__all__)
+from ._tensor import Size, Tensor, _install_methods
+
+_install_methods()
+
+from . import nn  # noqa: E402  (nn builds on the ops above)
+
+bool = bool_  # noqa: A001  (flow.bool, like torch.bool)
+float = float32  # noqa: A001
+double = float64
+half = float16
+int = int32  # noqa: A001
+long = int64
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn",
+    "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
+    "float", "double", "half", "int", "long", *_ops.__all__,
+]  # fmt: skip

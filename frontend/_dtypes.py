@@ -1,0 +1,107 @@
+"""flow dtypes: one table tying each dtype to its numpy dtype and its MLIR element type."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, IntegerType
+from xdsl.ir import Attribute
+
+
+@dataclass(frozen=True, eq=False)
+class dtype:  # noqa: N801  (named like torch.dtype / oneflow.dtype)
+    """A tensor element type, e.g. `flow.float32`."""
+
+    name: str
+    np_dtype: np.dtype
+    ir_type: Attribute
+    kind: int  # 0 bool, 1 integer, 2 floating point: the promotion category
+
+    @property
+    def is_floating_point(self) -> bool:
+        return self.kind == 2
+
+    @property
+    def itemsize(self) -> int:
+        return self.np_dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"flow.{self.name}"
+
+    def __reduce__(self):
+        return (as_dtype, (self.name,))
+
+
+bool_ = dtype("bool", np.dtype(np.bool_), IntegerType(1), 0)
+int8 = dtype("int8", np.dtype(np.int8), IntegerType(8), 1)
+int32 = dtype("int32", np.dtype(np.int32), IntegerType(32), 1)
+int64 = dtype("int64", np.dtype(np.int64), IntegerType(64), 1)
+float16 = dtype("float16", np.dtype(np.float16), Float16Type(), 2)
+bfloat16 = dtype("bfloat16", np.dtype(ml_dtypes.bfloat16), BFloat16Type(), 2)
+float32 = dtype("float32", np.dtype(np.float32), Float32Type(), 2)
+float64 = dtype("float64", np.dtype(np.float64), Float64Type(), 2)
+
+ALL_DTYPES = (bool_, int8, int32, int64, float16, bfloat16, float32, float64)
+_BY_NAME = {d.name: d for d in ALL_DTYPES} | {
+    "float": float32, "double": float64, "half": float16, "int": int32, "long": int64,
+}  # fmt: skip
+_BY_NP = {d.np_dtype: d for d in ALL_DTYPES}
+_BY_IR = {d.ir_type: d for d in ALL_DTYPES}
+
+DEFAULT_FLOAT = float32
+DEFAULT_INT = int64
+
+
+def as_dtype(x) -> dtype:
+    """Accept a flow dtype, a name, a numpy dtype or a Python type."""
+    if isinstance(x, dtype):
+        return x
+    if isinstance(x, str) and x in _BY_NAME:
+        return _BY_NAME[x]
+    if x is float:
+        return DEFAULT_FLOAT
+    if x is int:
+        return DEFAULT_INT
+    if x is bool:
+        return bool_
+    try:
+        found = _BY_NP.get(np.dtype(x))
+    except TypeError:
+        found = None
+    if found is None:
+        known = ", ".join(d.name for d in ALL_DTYPES)
+        raise TypeError(f"unsupported dtype {x!r}; expected one of: {known}")
+    return found
+
+
+def from_ir(ty: Attribute) -> dtype:
+    return _BY_IR[ty]
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """PyTorch's promotion of two tensor dtypes: higher category wins, then wider type."""
+    if a is b:
+        return a
+    if a.kind != b.kind:
+        return a if a.kind > b.kind else b
+    if {a, b} == {float16, bfloat16}:
+        return float32
+    return a if a.itemsize >= b.itemsize else b
+
+
+def scalar_kind(v) -> int:
+    if isinstance(v, (bool, np.bool_)):
+        return 0
+    if isinstance(v, (int, np.integer)):
+        return 1
+    return 2
+
+
+def promote_with_scalar(t: dtype, v) -> dtype:
+    """A Python scalar joins a tensor's dtype unless it is of a higher category."""
+    k = scalar_kind(v)
+    if k <= t.kind:
+        return t
+    return DEFAULT_FLOAT if k == 2 else DEFAULT_INT

@@ -1,0 +1,432 @@
+"""Public tensor operations, written in terms of primitives (PyTorch / OneFlow semantics).
+
+Broadcasting and type promotion happen here, explicitly, so primitives (and the
+dialect ops they emit) always see operands of one shape and dtype.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import _dtypes
+from . import _primitives as P
+from ._primitives import bind, op_error
+from ._tensor import Tensor
+
+# --------------------------------------------------------------------------- creation
+
+
+def tensor(data, dtype=None) -> Tensor:
+    """A new eager tensor holding a copy of `data` (nested lists, scalars, numpy arrays)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    arr = np.array(data)
+    if dtype is not None:
+        dt = _dtypes.as_dtype(dtype)
+    elif arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
+        dt = _dtypes.DEFAULT_FLOAT
+    elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray):
+        dt = _dtypes.DEFAULT_INT
+    else:
+        dt = _dtypes.as_dtype(arr.dtype)
+    return Tensor._eager(np.ascontiguousarray(arr.astype(dt.np_dtype, copy=False)))
+
+
+def from_numpy(arr: np.ndarray) -> Tensor:
+    """A tensor sharing memory with a numpy array."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(arr).__name__}")
+    _dtypes.as_dtype(arr.dtype)
+    return Tensor._eager(arr)
+
+
+def _shape_arg(op: str, size) -> tuple[int, ...]:
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) or s < 0:
+            raise op_error(op, f"expected a shape of non-negative ints, got {list(size)}",
+                           cls=TypeError if not isinstance(s, (int, np.integer)) else ValueError)
+    return tuple(int(s) for s in size)
+
+
+def full(size, fill_value, dtype=None) -> Tensor:
+    shape = _shape_arg("full", tuple(size) if isinstance(size, (tuple, list)) else (size,))
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.as_dtype(type(fill_value))
+    return bind(P.full, value=fill_value, shape=shape, dtype=dt)
+
+
+def zeros(*size, dtype=None) -> Tensor:
+    return full(_shape_arg("zeros", size), 0, dtype or _dtypes.DEFAULT_FLOAT)
+
+
+def ones(*size, dtype=None) -> Tensor:
+    return full(_shape_arg("ones", size), 1, dtype or _dtypes.DEFAULT_FLOAT)
+
+
+def zeros_like(x: Tensor, dtype=None) -> Tensor:
+    return full(x.shape, 0, dtype or x.dtype)
+
+
+def ones_like(x: Tensor, dtype=None) -> Tensor:
+    return full(x.shape, 1, dtype or x.dtype)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def normalize_dim(op: str, dim: int, ndim: int) -> int:
+    if not isinstance(dim, (int, np.integer)):
+        raise op_error(op, f"expected an int dim, got {dim!r}", cls=TypeError)
+    n = builtins.max(ndim, 1)
+    if not -n <= dim < n:
+        raise op_error(op, f"dim {dim} is out of range for a tensor of rank {ndim} "
+                           f"(expected [{-n}, {n - 1}])", cls=IndexError)  # fmt: skip
+    return int(dim) % n
+
+
+def _as_tensor(x) -> Tensor:
+    return x if isinstance(x, Tensor) else tensor(x)
+
+
+def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
+    ndim = builtins.max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        sizes = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            shown = " and ".join(str(list(s)) for s in shapes)
+            raise op_error(op, f"shapes {shown} are not broadcastable")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def to(x: Tensor, dtype) -> Tensor:
+    """Convert to `dtype` (a no-op when it already has it)."""
+    dt = _dtypes.as_dtype(dtype)
+    return x if x.dtype is dt else bind(P.cast, x, dtype=dt)
+
+
+def broadcast_to(x: Tensor, shape) -> Tensor:
+    shape = tuple(shape)
+    if tuple(x.shape) == shape:
+        return x
+    if len(shape) < x.ndim:
+        raise op_error("broadcast_to", f"cannot broadcast shape {list(x.shape)} to {list(shape)}")
+    offset = len(shape) - x.ndim
+    return bind(P.broadcast_in_dim, x, dims=tuple(range(offset, len(shape))), shape=shape)
+
+
+def expand(x: Tensor, *sizes) -> Tensor:
+    sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+    offset = len(sizes) - x.ndim
+    shape = tuple(x.shape[i - offset] if s == -1 and i >= offset else s for i, s in enumerate(sizes))
+    return broadcast_to(x, shape)
+
+
+def _promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
+    """Common dtype and shape of tensors and Python scalars (PyTorch rules)."""
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    others = [x for x in xs if not isinstance(x, Tensor)]
+    if not tensors:
+        xs = [tensor(x) for x in xs]
+        tensors, others = list(xs), []
+    for x in others:
+        if not isinstance(x, (bool, int, float, np.number, np.bool_)):
+            raise op_error(op, f"expected a tensor or a number, got {type(x).__name__}",
+                           cls=TypeError)  # fmt: skip
+    dt = tensors[0].dtype
+    for t in tensors[1:]:
+        dt = _dtypes.promote_types(dt, t.dtype)
+    for v in others:
+        dt = _dtypes.promote_with_scalar(dt, v)
+    if float_result and not dt.is_floating_point:
+        dt = _dtypes.DEFAULT_FLOAT
+    shape = broadcast_shapes(op, *(t.shape for t in tensors))
+    out = []
+    for x in xs:
+        if isinstance(x, Tensor):
+            out.append(broadcast_to(to(x, dt), shape))
+        else:
+            out.append(full(shape, x, dt))
+    return out
+
+
+# --------------------------------------------------------------------------- elementwise
+
+
+def _binary_op(prim, *, float_result=False):
+    def fn(input, other) -> Tensor:
+        a, b = _promote(prim.name, input, other, float_result=float_result)
+        if a.dtype is _dtypes.bool_:
+            raise op_error(prim.name, "is not defined for bool tensors", cls=TypeError)
+        return bind(prim, a, b)
+
+    fn.__name__ = prim.name
+    return fn
+
+
+add = _binary_op(P.add)
+sub = _binary_op(P.sub)
+mul = _binary_op(P.mul)
+div = _binary_op(P.div, float_result=True)
+maximum = _binary_op(P.maximum)
+minimum = _binary_op(P.minimum)
+pow = _binary_op(P.pow_, float_result=True)  # noqa: A001
+
+
+def _unary_op(prim, *, float_only: bool):
+    def fn(input: Tensor) -> Tensor:
+        x = _as_tensor(input)
+        if float_only and not x.dtype.is_floating_point:
+            x = to(x, _dtypes.DEFAULT_FLOAT)
+        if x.dtype is _dtypes.bool_:
+            raise op_error(prim.name, "is not defined for bool tensors", cls=TypeError)
+        return bind(prim, x)
+
+    fn.__name__ = prim.name
+    return fn
+
+
+neg = _unary_op(P.neg, float_only=False)
+abs = _unary_op(P.abs_, float_only=False)  # noqa: A001
+exp = _unary_op(P.exp, float_only=True)
+log = _unary_op(P.log, float_only=True)
+sqrt = _unary_op(P.sqrt, float_only=True)
+rsqrt = _unary_op(P.rsqrt, float_only=True)
+tanh = _unary_op(P.tanh, float_only=True)
+
+
+def relu(input: Tensor) -> Tensor:
+    return maximum(input, 0)
+
+
+def _compare_op(direction: str):
+    def fn(input, other) -> Tensor:
+        a, b = _promote(direction, input, other)
+        return bind(P.compare, a, b, direction=direction)
+
+    fn.__name__ = direction
+    return fn
+
+
+eq, ne, lt, le, gt, ge = (_compare_op(d) for d in ("eq", "ne", "lt", "le", "gt", "ge"))
+
+
+def where(condition, input, other) -> Tensor:
+    cond = to(_as_tensor(condition), _dtypes.bool_)
+    a, b = _promote("where", input, other)
+    shape = broadcast_shapes("where", cond.shape, a.shape)
+    return bind(P.select, broadcast_to(cond, shape), broadcast_to(a, shape), broadcast_to(b, shape))
+
+
+# --------------------------------------------------------------------------- matmul
+
+
+def matmul(input, other) -> Tensor:
+    """Matrix product with NumPy/PyTorch semantics (1-D operands, broadcast batch dims)."""
+    a, b = _as_tensor(input), _as_tensor(other)
+    if a.ndim == 0 or b.ndim == 0:
+        raise op_error("matmul", f"both arguments need at least 1 dim, got shapes "
+                                 f"{list(a.shape)} and {list(b.shape)}")  # fmt: skip
+    dt = _dtypes.promote_types(a.dtype, b.dtype)
+    a, b = to(a, dt), to(b, dt)
+    squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
+    if squeeze_a:
+        a = reshape(a, 1, a.shape[0])
+    if squeeze_b:
+        b = reshape(b, b.shape[0], 1)
+    if a.shape[-1] != b.shape[-2]:
+        raise op_error("matmul", f"shapes {list(input.shape)} and {list(other.shape)} cannot be "
+                                 f"multiplied ({a.shape[-1]} != {b.shape[-2]})")  # fmt: skip
+    batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    a = broadcast_to(a, (*batch, *a.shape[-2:]))
+    b = broadcast_to(b, (*batch, *b.shape[-2:]))
+    out = bind(P.matmul, a, b)
+    if squeeze_a or squeeze_b:
+        shape = list(out.shape)
+        if squeeze_b:
+            shape.pop(-1)
+        if squeeze_a:
+            shape.pop(-1 if squeeze_b else -2)
+        out = reshape(out, *shape)
+    return out
+
+
+mm = matmul
+
+
+# --------------------------------------------------------------------------- reductions
+
+
+def _reduce_dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
+    if dim is None:
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    dims = tuple(normalize_dim(op, d, x.ndim) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise op_error(op, f"dim {list(dims)} appears multiple times")
+    return dims if x.ndim else ()
+
+
+def _reduce(op: str, kind: str, x: Tensor, dim, keepdim: bool) -> Tensor:
+    x = _as_tensor(x)
+    dims = _reduce_dims(op, x, dim)
+    out = bind(P.reduce, x, kind=kind, dims=dims) if dims else x
+    if keepdim:
+        out = reshape(out, *(1 if i in dims else s for i, s in enumerate(x.shape)))
+    return out
+
+
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
+    x = _as_tensor(input)
+    if dtype is not None:
+        x = to(x, dtype)
+    elif not x.dtype.is_floating_point:
+        x = to(x, _dtypes.int64)
+    return _reduce("sum", "sum", x, dim, keepdim)
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    x = _as_tensor(input)
+    if dtype is not None:
+        x = to(x, dtype)
+    elif not x.dtype.is_floating_point:
+        x = to(x, _dtypes.int64)
+    return _reduce("prod", "prod", x, dim, keepdim)
+
+
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    x = _as_tensor(input)
+    if dtype is not None:
+        x = to(x, dtype)
+    if not x.dtype.is_floating_point:
+        raise op_error("mean", f"expected a floating-point input (or dtype=), got {x.dtype!r}",
+                       cls=TypeError)  # fmt: skip
+    dims = _reduce_dims("mean", x, dim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    return div(_reduce("mean", "sum", x, dim, keepdim), count)
+
+
+def amax(input, dim=None, keepdim: bool = False) -> Tensor:
+    return _reduce("amax", "max", input, dim, keepdim)
+
+
+def amin(input, dim=None, keepdim: bool = False) -> Tensor:
+    return _reduce("amin", "min", input, dim, keepdim)
+
+
+def max(input, other=None) -> Tensor:  # noqa: A001
+    """`max(x)`: the largest element; `max(x, y)`: elementwise maximum."""
+    if other is None:
+        return amax(input)
+    if isinstance(other, Tensor):
+        return maximum(input, other)
+    raise op_error("max", "max(input, dim) returning (values, indices) is not available yet; "
+                          "use flow.amax(input, dim) for the values", cls=NotImplementedError)
+
+
+def min(input, other=None) -> Tensor:  # noqa: A001
+    """`min(x)`: the smallest element; `min(x, y)`: elementwise minimum."""
+    if other is None:
+        return amin(input)
+    if isinstance(other, Tensor):
+        return minimum(input, other)
+    raise op_error("min", "min(input, dim) returning (values, indices) is not available yet; "
+                          "use flow.amin(input, dim) for the values", cls=NotImplementedError)
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def reshape(input: Tensor, *shape) -> Tensor:
+    x = _as_tensor(input)
+    shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else list(shape)
+    if shape.count(-1) > 1:
+        raise op_error("reshape", f"only one dim can be -1, got {shape}")
+    if -1 in shape:
+        known = 1
+        for s in shape:
+            known *= s if s != -1 else 1
+        if known == 0 or x.numel() % known:
+            raise op_error("reshape", f"shape {shape} is invalid for input of size {x.numel()}")
+        shape[shape.index(-1)] = x.numel() // known
+    shape = tuple(int(s) for s in shape)
+    if shape == tuple(x.shape):
+        return x
+    return bind(P.reshape, x, shape=shape)
+
+
+view = reshape
+
+
+def permute(input: Tensor, *dims) -> Tensor:
+    x = _as_tensor(input)
+    dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+    perm = tuple(normalize_dim("permute", d, x.ndim) for d in dims)
+    if len(perm) != x.ndim or len(set(perm)) != x.ndim:
+        raise op_error("permute", f"expected a permutation of {x.ndim} dims, got {list(dims)}")
+    if perm == tuple(range(x.ndim)):
+        return x
+    return bind(P.transpose, x, permutation=perm)
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    x = _as_tensor(input)
+    perm = list(range(x.ndim))
+    d0, d1 = normalize_dim("transpose", dim0, x.ndim), normalize_dim("transpose", dim1, x.ndim)
+    perm[d0], perm[d1] = perm[d1], perm[d0]
+    return permute(x, *perm)
+
+
+def t(input: Tensor) -> Tensor:
+    x = _as_tensor(input)
+    if x.ndim > 2:
+        raise op_error("t", f"expects a tensor with <= 2 dims, got {x.ndim}")
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+def squeeze(input: Tensor, dim=None) -> Tensor:
+    x = _as_tensor(input)
+    if dim is None:
+        dims = {i for i, s in enumerate(x.shape) if s == 1}
+    else:
+        dims = {normalize_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {d for d in dims if x.shape[d] == 1}
+    return reshape(x, *(s for i, s in enumerate(x.shape) if i not in dims))
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    x = _as_tensor(input)
+    d = normalize_dim("unsqueeze", dim, x.ndim + 1)
+    shape = list(x.shape)
+    shape.insert(d, 1)
+    return reshape(x, *shape)
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    x = _as_tensor(input)
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s, e = normalize_dim("flatten", start_dim, x.ndim), normalize_dim("flatten", end_dim, x.ndim)
+    if s > e:
+        raise op_error("flatten", f"start_dim {start_dim} comes after end_dim {end_dim}")
+    n = 1
+    for d in x.shape[s : e + 1]:
+        n *= d
+    return reshape(x, *x.shape[:s], n, *x.shape[e + 1 :])
+
+
+__all__ = [
+    "tensor", "from_numpy", "full", "zeros", "ones", "zeros_like", "ones_like", "to",
+    "broadcast_to", "expand", "add", "sub", "mul", "div", "maximum", "minimum", "pow", "neg",
+    "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "relu", "eq", "ne", "lt", "le", "gt", "ge",
+    "where", "matmul", "mm", "sum", "prod", "mean", "amax", "amin", "max", "min", "reshape",
+    "view", "permute", "transpose", "t", "squeeze", "unsqueeze", "flatten", "broadcast_shapes",
+]  # fmt: skip

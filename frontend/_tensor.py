@@ -1,0 +1,166 @@
+"""`flow.Tensor`: an eager numpy-backed value, or a traced SSA value inside `flow.jit`."""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import TensorType
+from xdsl.ir import SSAValue
+
+from . import _dtypes
+
+
+class Size(tuple):
+    """The shape of a tensor (a tuple, like `torch.Size`)."""
+
+    def __repr__(self) -> str:
+        return f"flow.Size({list(self)})"
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    """A multi-dimensional array of one dtype.
+
+    Eager tensors hold a numpy array; inside a traced function (`flow.jit`)
+    tensors stand for SSA values of the function being built. Both support the
+    same operations, which are defined in terms of primitives.
+    """
+
+    __slots__ = ("_data", "_value", "_trace", "_shape", "_dtype", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our operators
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with flow.tensor(data), flow.zeros(...), etc.")
+
+    @classmethod
+    def _eager(cls, data: np.ndarray) -> Tensor:
+        t = object.__new__(cls)
+        t._data, t._value, t._trace = data, None, None
+        t._shape = Size(data.shape)
+        t._dtype = _dtypes.as_dtype(data.dtype)
+        return t
+
+    @classmethod
+    def _traced(cls, value: SSAValue, trace, dtype: _dtypes.dtype) -> Tensor:
+        t = object.__new__(cls)
+        t._data, t._value, t._trace = None, value, trace
+        t._shape = Size(value.type.get_shape())
+        t._dtype = dtype
+        return t
+
+    def _ir_type(self) -> TensorType:
+        if self._value is not None:
+            return self._value.type
+        return TensorType(self._dtype.ir_type, self._shape)
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> Size:
+        return self._shape
+
+    @property
+    def dtype(self) -> _dtypes.dtype:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self._shape
+        from ._ops import normalize_dim
+
+        return self._shape[normalize_dim("size", dim, self.ndim)]
+
+    def numel(self) -> int:
+        return self._shape.numel()
+
+    @property
+    def is_traced(self) -> bool:
+        return self._trace is not None
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    # ------------------------------------------------------------------ host access
+    def numpy(self) -> np.ndarray:
+        if self._data is None:
+            raise RuntimeError(
+                "numpy() needs a concrete value, but this tensor is being traced inside "
+                "flow.jit; return it from the jitted function instead"
+            )
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only one-element tensors, got shape {list(self._shape)}")
+        return self.numpy().reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        if self._data is None:
+            return f"Tensor(traced, shape={list(self._shape)}, dtype={self._dtype!r})"
+        body = np.array2string(self._data, separator=", ", prefix="tensor(")
+        return f"tensor({body}, dtype={self._dtype!r})"
+
+    __hash__ = object.__hash__
+
+
+def _install_methods() -> None:
+    """Operators and methods, defined once in `_ops` in terms of primitives."""
+    from . import _ops as o
+
+    def rev(fn):
+        return lambda self, other: fn(other, self)
+
+    methods = {
+        "__add__": o.add, "__radd__": rev(o.add), "__sub__": o.sub, "__rsub__": rev(o.sub),
+        "__mul__": o.mul, "__rmul__": rev(o.mul), "__truediv__": o.div,
+        "__rtruediv__": rev(o.div), "__pow__": o.pow, "__rpow__": rev(o.pow),
+        "__matmul__": o.matmul, "__rmatmul__": rev(o.matmul), "__neg__": o.neg,
+        "__abs__": o.abs, "__eq__": o.eq, "__ne__": o.ne, "__lt__": o.lt, "__le__": o.le,
+        "__gt__": o.gt, "__ge__": o.ge,
+        "add": o.add, "sub": o.sub, "mul": o.mul, "div": o.div, "pow": o.pow,
+        "matmul": o.matmul, "neg": o.neg, "abs": o.abs, "exp": o.exp, "log": o.log,
+        "sqrt": o.sqrt, "rsqrt": o.rsqrt, "tanh": o.tanh, "relu": o.relu,
+        "maximum": o.maximum, "minimum": o.minimum, "eq": o.eq, "ne": o.ne, "lt": o.lt,
+        "le": o.le, "gt": o.gt, "ge": o.ge, "sum": o.sum, "mean": o.mean, "prod": o.prod,
+        "amax": o.amax, "amin": o.amin, "max": o.max, "min": o.min,
+        "reshape": o.reshape, "view": o.reshape, "transpose": o.transpose,
+        "permute": o.permute, "t": o.t, "expand": o.expand, "broadcast_to": o.broadcast_to,
+        "squeeze": o.squeeze, "unsqueeze": o.unsqueeze, "flatten": o.flatten, "to": o.to,
+    }  # fmt: skip
+    for name, fn in methods.items():
+        setattr(Tensor, name, fn)
+    Tensor.T = property(lambda self: o.permute(self, *reversed(range(self.ndim))))
+    for dt in ("float", "double", "half", "int", "long", "bool"):
+        setattr(Tensor, dt, (lambda d: lambda self: o.to(self, d))(_dtypes.as_dtype(dt)))

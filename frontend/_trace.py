@@ -1,0 +1,100 @@
+"""Tracing: while a `Trace` is active, primitives append flow ops to it instead of running.
+
+The trace builds xDSL IR objects directly (no text round trip). Eager tensors
+that a traced function captures become extra function arguments (closure
+conversion, as JAX does for its constants), so weights never end up baked into
+the IR and compiled code sees their current values at every call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Sequence
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+_FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
+_local = threading.local()
+
+
+def _stack() -> list[Trace]:
+    if not hasattr(_local, "stack"):
+        _local.stack = []
+    return _local.stack
+
+
+def current_trace() -> Trace | None:
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def user_frame():
+    """The innermost stack frame outside flow's own frontend (the user's code)."""
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_FRONTEND_DIR):
+        f = f.f_back
+    return f
+
+
+def user_location() -> tuple[str, int, int] | None:
+    f = user_frame()
+    if f is None:
+        return None
+    return (f.f_code.co_filename, f.f_lineno, 1)
+
+
+def describe_location(loc: tuple[str, int, int] | None) -> str:
+    """`file:line: source text` for error messages."""
+    if loc is None:
+        return "<unknown location>"
+    import linecache
+
+    filename, line, _ = loc
+    text = linecache.getline(filename, line).strip()
+    return f"{filename}:{line}" + (f": {text}" if text else "")
+
+
+class Trace:
+    """One function being traced into flow IR."""
+
+    def __init__(self, name: str = "main"):
+        self.name = name
+        self.block = Block()
+        self.captured: list = []  # eager Tensors lifted to extra arguments, in order
+        self._captured_ids: dict[int, SSAValue] = {}
+
+    def __enter__(self) -> Trace:
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        popped = _stack().pop()
+        assert popped is self
+
+    def argument(self, ty: TensorType) -> SSAValue:
+        return self.block.insert_arg(ty, len(self.block.args))
+
+    def lift(self, tensor) -> SSAValue:
+        """The SSA value standing for an eager tensor captured by the traced function."""
+        key = id(tensor)
+        if key not in self._captured_ids:
+            self._captured_ids[key] = self.argument(tensor._ir_type())
+            self.captured.append(tensor)
+        return self._captured_ids[key]
+
+    def emit(self, op: Operation, loc: tuple[str, int, int] | None) -> Operation:
+        if loc is not None:
+            op.location = FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(loc[2]))
+        self.block.add_op(op)
+        return op
+
+    def finish(self, results: Sequence[SSAValue]) -> ModuleOp:
+        """Close the function with a return of `results` and wrap it in a module."""
+        self.block.add_op(func.ReturnOp(*results))
+        arg_types = [a.type for a in self.block.args]
+        fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))
+        return ModuleOp([fn])
