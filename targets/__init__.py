@@ -1,0 +1,44 @@
+"""flow.targets: the target table, in-process IREE compilation (cached), and the runtime.
+
+Typical use::
+
+    vmfb = compile_mlir(mlir_text, "cpu")
+    (out,) = load(vmfb, "cpu")["main"](a, b)
+"""
+
+from __future__ import annotations
+
+from .cache import CacheStats
+from .cache import stats as cache_stats
+from .compiler import CompileError, Diagnostic, compile_flags, compile_mlir
+from .runtime import (
+    Function,
+    LoadError,
+    Module,
+    RuntimeUnavailableError,
+    UnknownFunctionError,
+    available,
+    load,
+)
+from .table import DEFAULT_TARGET, TARGETS, Target, UnknownTargetError, get_target
+
+__all__ = [
+    "DEFAULT_TARGET",
+    "TARGETS",
+    "CacheStats",
+    "CompileError",
+    "Diagnostic",
+    "Function",
+    "LoadError",
+    "Module",
+    "RuntimeUnavailableError",
+    "Target",
+    "UnknownFunctionError",
+    "UnknownTargetError",
+    "available",
+    "cache_stats",
+    "compile_flags",
+    "compile_mlir",
+    "get_target",
+    "load",
+]

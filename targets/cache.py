@@ -1,0 +1,243 @@
+"""On-disk cache of compiled modules, plus an in-process memo in front of it.
+
+Compiling a model takes seconds while reading a cached module takes microseconds, so
+compiles are keyed by everything that can change the output: the IR text, the target,
+the full flag list, the compiler (and xDSL) versions, the host CPU when a flag says
+``host``, and a format version of this cache.
+
+Location: ``$FLOW_CACHE_DIR``, else ``$XDG_CACHE_HOME/flow``, else ``~/.cache/flow``.
+``FLOW_CACHE_DIR=off`` or ``FLOW_NO_CACHE=1`` disables caching (disk and memo).
+A corrupt or unreadable entry is a miss; an unwritable directory gives one warning and
+compiles go on uncached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import tempfile
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+__all__ = [
+    "CACHE_FORMAT_VERSION",
+    "CacheStats",
+    "cache_dir",
+    "cache_key",
+    "clear_memory",
+    "lookup",
+    "reset_stats",
+    "stats",
+    "store",
+]
+
+CACHE_FORMAT_VERSION = 1
+
+# Entry file layout: magic, sha256 of the payload, payload. The digest turns a torn or
+# tampered file into a miss instead of a module that crashes at load time.
+_MAGIC = b"flow-vmfb-cache\x01"
+_DIGEST_SIZE = 32
+_MEMO_ENTRIES = 64
+_OFF_VALUES = {"off", "0", "false", "no", "none", "disabled"}
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """Counters since the last :func:`reset_stats`; ``hits`` = ``memory_hits + disk_hits``."""
+
+    memory_hits: int = 0
+    disk_hits: int = 0
+    misses: int = 0
+    writes: int = 0
+    corrupt: int = 0
+
+    @property
+    def hits(self) -> int:
+        return self.memory_hits + self.disk_hits
+
+
+_lock = threading.Lock()
+_stats = CacheStats()
+_memo: OrderedDict[str, bytes] = OrderedDict()
+_warned_dirs: set[str] = set()
+
+
+def stats() -> CacheStats:
+    """A snapshot of the hit/miss counters."""
+    return _stats
+
+
+def reset_stats() -> None:
+    """Zero the counters."""
+    global _stats
+    with _lock:
+        _stats = CacheStats()
+
+
+def _count(**delta: int) -> None:
+    global _stats
+    with _lock:
+        _stats = replace(_stats, **{k: getattr(_stats, k) + v for k, v in delta.items()})
+
+
+def clear_memory() -> None:
+    """Drop the in-process memo (the disk cache is untouched)."""
+    with _lock:
+        _memo.clear()
+
+
+def cache_dir() -> Path | None:
+    """The cache directory from the environment, or None when caching is disabled."""
+    if os.environ.get("FLOW_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no"):
+        return None
+    explicit = os.environ.get("FLOW_CACHE_DIR", "").strip()
+    if explicit:
+        return None if explicit.lower() in _OFF_VALUES else Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "flow"
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
+@lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
+    return (("iree-base-compiler", _version("iree-base-compiler")), ("xdsl", _version("xdsl")))
+
+
+@lru_cache(maxsize=1)
+def _host_fingerprint() -> str:
+    """Identify the host CPU, so `target-cpu=host` code is never reused on another CPU."""
+    parts = [platform.machine(), platform.processor()]
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key = line.split(":", 1)[0].strip()
+                if key in ("vendor_id", "model name", "flags", "Features", "CPU part"):
+                    parts.append(line.strip())
+                elif not line.strip():
+                    break  # the first processor block is enough
+    except OSError:
+        pass
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def cache_key(source: str, target: str, flags: Sequence[str]) -> str:
+    """The sha256 hex key of one compile."""
+    header = {
+        "format": CACHE_FORMAT_VERSION,
+        "target": target,
+        "flags": list(flags),
+        "versions": dict(_versions()),
+    }
+    if any(f.endswith("=host") for f in flags):
+        header["host"] = _host_fingerprint()
+    head = json.dumps(header, sort_keys=True).encode()
+    h = hashlib.sha256()
+    h.update(len(head).to_bytes(8, "little"))
+    h.update(head)
+    h.update(source.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _entry_path(directory: Path, key: str) -> Path:
+    return directory / key[:2] / f"{key}.vmfb"
+
+
+def _memo_put(key: str, data: bytes) -> None:
+    with _lock:
+        _memo[key] = data
+        _memo.move_to_end(key)
+        while len(_memo) > _MEMO_ENTRIES:
+            _memo.popitem(last=False)
+
+
+def _read_entry(path: Path) -> bytes | None:
+    try:
+        blob = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_MAGIC) + _DIGEST_SIZE
+    if len(blob) <= head or not blob.startswith(_MAGIC):
+        _count(corrupt=1)
+        return None
+    digest, payload = blob[len(_MAGIC) : head], blob[head:]
+    if hashlib.sha256(payload).digest() != digest:
+        _count(corrupt=1)
+        return None
+    return payload
+
+
+def lookup(key: str) -> bytes | None:
+    """The cached module for ``key`` (memo first, then disk), or None; counts a hit or miss."""
+    directory = cache_dir()
+    if directory is None:
+        return None
+    with _lock:
+        data = _memo.get(key)
+        if data is not None:
+            _memo.move_to_end(key)
+    if data is not None:
+        _count(memory_hits=1)
+        return data
+    data = _read_entry(_entry_path(directory, key))
+    if data is None:
+        _count(misses=1)
+        return None
+    _memo_put(key, data)
+    _count(disk_hits=1)
+    return data
+
+
+def _warn_unwritable(directory: Path, err: OSError) -> None:
+    with _lock:
+        if str(directory) in _warned_dirs:
+            return
+        _warned_dirs.add(str(directory))
+    warnings.warn(
+        f"flow compile cache directory {str(directory)!r} is not writable ({err}); "
+        "compiling without the on-disk cache (set FLOW_CACHE_DIR to change it, or off)",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def store(key: str, data: bytes) -> None:
+    """Remember a compiled module: in the memo, and atomically on disk."""
+    directory = cache_dir()
+    if directory is None:
+        return
+    _memo_put(key, data)
+    path = _entry_path(directory, key)
+    tmp_name: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}-", suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC)
+            f.write(hashlib.sha256(data).digest())
+            f.write(data)
+        os.replace(tmp_name, path)
+        tmp_name = None
+        _count(writes=1)
+    except OSError as err:
+        _warn_unwritable(directory, err)
+    finally:
+        if tmp_name is not None:
+            try:
+                os.unlink(tmp_name)
+            except OSError:
+                pass

@@ -1,0 +1,238 @@
+"""Compile MLIR text to an IREE VM flatbuffer, in-process, with diagnostics in the exception.
+
+Input is what our lowering hands over: ``func``/``arith``/``math``/``tensor``/``linalg``
+(+ ``scf``) in generic form. The IREE embedding API (``iree.compiler.api``) compiles without a
+subprocess; its Python wrapper has no hook for diagnostics, so the C API's diagnostic callback
+is bound here with ctypes and every message (with its location) goes into :class:`CompileError`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from iree.compiler.api import Output, Session, Source
+from iree.compiler.api import ctypes_dl as _dl
+
+from . import cache
+from .table import DEFAULT_TARGET, Target, get_target
+
+__all__ = ["CompileError", "Diagnostic", "compile_mlir", "compile_flags"]
+
+# Buffer name that diagnostics use as the file part of their locations.
+_BUFFER_NAME = "input.mlir"
+# Long "see current operation" IR dumps are clipped in the exception message (the full text
+# stays in ``CompileError.diagnostics``); a failing 5000-op module would otherwise print it all.
+_MAX_DIAGNOSTIC_LINES = 40
+
+# From iree/compiler/embedding_api.h: enum iree_compiler_diagnostic_severity_t.
+_SEVERITY = {0: "note", 1: "warning", 2: "error", 3: "remark"}
+# The message is not NUL-terminated: take it as a pointer and read exactly `size` bytes.
+_DIAG_CALLBACK = ctypes.CFUNCTYPE(
+    None, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p
+)
+
+
+def _bind_callback_diagnostics() -> Any:
+    fn = _dl._dylib.ireeCompilerInvocationEnableCallbackDiagnostics
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, _DIAG_CALLBACK, ctypes.c_void_p]
+    return fn
+
+
+_enable_callback_diagnostics = _bind_callback_diagnostics()
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One compiler diagnostic: severity ("error", "warning", "note", "remark") and its text,
+    which starts with the location (``input.mlir:LINE:COL: ...``) and includes attached notes."""
+
+    severity: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.severity}: {self.message}"
+
+
+class CompileError(RuntimeError):
+    """IREE rejected the input or the flags; the message carries the target, the flags, every
+    diagnostic, where the input IR was saved, and a command that reproduces the failure."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        target: str,
+        flags: Sequence[str],
+        diagnostics: Sequence[Diagnostic] = (),
+        ir_path: str | None = None,
+        repro: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.target = target
+        self.flags = tuple(flags)
+        self.diagnostics = tuple(diagnostics)
+        self.ir_path = ir_path
+        self.repro = repro
+
+
+def compile_flags(
+    target: str | Target = DEFAULT_TARGET, extra_flags: Sequence[str] = ()
+) -> list[str]:
+    """The full IREE flag list for a target; ``extra_flags`` come last, so they override."""
+    return [*get_target(target).device_flags, *extra_flags]
+
+
+def compile_mlir(
+    source: str,
+    target: str | Target = DEFAULT_TARGET,
+    extra_flags: Sequence[str] = (),
+    *,
+    use_cache: bool = True,
+) -> bytes:
+    """Compile MLIR text for ``target`` and return the VM flatbuffer (``.vmfb`` bytes).
+
+    Results are cached in-process and on disk (see :mod:`flow.targets.cache`) unless
+    ``use_cache`` is false. Raises :class:`CompileError` on any compiler failure and
+    :class:`~flow.targets.table.UnknownTargetError` for an unknown target name.
+    """
+    tgt = get_target(target)
+    if isinstance(extra_flags, str):
+        extra_flags = (extra_flags,)
+    flags = compile_flags(tgt, extra_flags)
+    key = cache.cache_key(source, tgt.name, flags) if use_cache else None
+    if key is not None:
+        hit = cache.lookup(key)
+        if hit is not None:
+            return hit
+    vmfb = _compile_uncached(source, tgt, flags)
+    if key is not None:
+        cache.store(key, vmfb)
+    return vmfb
+
+
+def _compile_uncached(source: str, target: Target, flags: list[str]) -> bytes:
+    diagnostics: list[Diagnostic] = []
+
+    @_DIAG_CALLBACK
+    def on_diagnostic(severity: int, message: int, size: int, _user_data: int | None) -> None:
+        text = ctypes.string_at(message, size).decode("utf-8", errors="replace")
+        diagnostics.append(Diagnostic(_SEVERITY.get(severity, str(severity)), text))
+
+    session = Session()
+    try:
+        problem = _set_flags(session, flags)
+        if problem is not None:
+            diagnostic = Diagnostic("error", problem)
+            raise _error("invalid compiler flags", source, target, flags, [diagnostic])
+        invocation = session.invocation()
+        # The callback must outlive every call that can emit a diagnostic: keep it referenced
+        # until the invocation is closed below.
+        _enable_callback_diagnostics(invocation._inv_p, 0, on_diagnostic, None)
+        try:
+            src = Source.wrap_buffer(session, source.encode("utf-8"), buffer_name=_BUFFER_NAME)
+            if not invocation.parse_source(src):
+                raise _error("failed to parse the input IR", source, target, flags, diagnostics)
+            if not invocation.execute():
+                raise _error("compilation failed", source, target, flags, diagnostics)
+            output = Output.open_membuffer()
+            try:
+                invocation.output_vm_bytecode(output)
+                vmfb = bytes(output.map_memory())
+            finally:
+                output.close()
+        except ValueError as err:  # errors returned (not diagnosed) by the C API
+            raise _error(f"compiler API error: {err}", source, target, flags, diagnostics) from None
+        finally:
+            invocation.close()
+    finally:
+        session.close()
+    return vmfb
+
+
+def _set_flags(session: Session, flags: list[str]) -> str | None:
+    """Set the session's flags; return the full error text if IREE rejects them.
+
+    LLVM prints the useful half of a flag error ("'maybe' is invalid value for boolean
+    argument") to stderr rather than into the returned error, so stderr is captured while the
+    flags are parsed and replayed unchanged when parsing succeeds.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (AttributeError, ValueError, OSError):
+        saved = None
+    if saved is None:  # no usable fd 2: set the flags without capturing
+        try:
+            session.set_flags(*flags)
+            return None
+        except ValueError as err:
+            return str(err)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            session.set_flags(*flags)
+            message = None
+        except ValueError as err:
+            message = str(err)
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        captured.seek(0)
+        printed = captured.read().decode("utf-8", errors="replace")
+    if message is None:
+        if printed:
+            sys.stderr.write(printed)
+        return None
+    printed = printed.strip()
+    return f"{message}\n  {printed}" if printed else message
+
+
+def _clip(text: str) -> str:
+    lines = text.splitlines()
+    if len(lines) <= _MAX_DIAGNOSTIC_LINES:
+        return text
+    rest = len(lines) - _MAX_DIAGNOSTIC_LINES
+    kept = "\n".join(lines[:_MAX_DIAGNOSTIC_LINES])
+    return f"{kept}\n... ({rest} more lines; full text in CompileError.diagnostics)"
+
+
+def _save_ir(source: str, target: Target) -> str | None:
+    try:
+        fd, path = tempfile.mkstemp(prefix=f"flow-{target.name}-failed-", suffix=".mlir")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(source)
+        return path
+    except OSError:
+        return None
+
+
+def _error(
+    summary: str, source: str, target: Target, flags: list[str], diagnostics: list[Diagnostic]
+) -> CompileError:
+    ir_path = _save_ir(source, target)
+    repro = shlex.join(["iree-compile", ir_path or _BUFFER_NAME, *flags, "-o", "out.vmfb"])
+    body = "\n".join(_clip(str(d)) for d in diagnostics) or "(the compiler emitted no diagnostics)"
+    lines = [
+        f"IREE {summary} for target {target.name!r}",
+        f"flags: {shlex.join(flags)}",
+        "diagnostics:",
+        body,
+        f"input IR saved to: {ir_path}" if ir_path else "input IR could not be saved",
+        f"repro: {repro}",
+    ]
+    return CompileError(
+        "\n".join(lines),
+        target=target.name,
+        flags=flags,
+        diagnostics=diagnostics,
+        ir_path=ir_path,
+        repro=repro,
+    )

@@ -1,0 +1,250 @@
+"""Load compiled modules on an IREE device and call their functions with numpy arrays.
+
+One IREE device (and VM instance) per driver is created lazily and shared process-wide:
+device creation is expensive, and a module can only run on a device of its target.
+
+Results always come back as a tuple of ``numpy.ndarray``:
+
+* CPU drivers (``local-task``, ``local-sync``): the array maps IREE's result buffer without a
+  copy. The mapping holds a reference to the buffer, so IREE does not recycle it: the array
+  stays valid (and unchanged) across later calls. When two results share memory (a function
+  returning the same value twice), the later ones are copied so results never alias.
+* Other drivers: each result is copied to a host-visible staging buffer and then into a fresh
+  numpy array (``DeviceArray.to_host()`` fails on lavapipe: it imports host memory that does not
+  meet Vulkan's 4096-byte import alignment).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import iree.runtime as rt
+import numpy as np
+
+from .table import DEFAULT_TARGET, TARGETS, Target, get_target
+
+__all__ = [
+    "CPU_DRIVERS",
+    "Function",
+    "LoadError",
+    "Module",
+    "RuntimeUnavailableError",
+    "UnknownFunctionError",
+    "available",
+    "device_config",
+    "load",
+]
+
+CPU_DRIVERS = ("local-task", "local-sync")
+
+
+class RuntimeUnavailableError(RuntimeError):
+    """The target's runtime driver has no usable device on this machine."""
+
+
+class LoadError(RuntimeError):
+    """IREE could not load a module (not a VM flatbuffer, or built for another device)."""
+
+
+class UnknownFunctionError(KeyError):
+    """A function name that the module does not export."""
+
+    def __str__(self) -> str:  # KeyError would show the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+_lock = threading.Lock()
+_configs: dict[str, rt.Config | str] = {}  # driver -> config, or why it is unavailable
+
+
+def _create_config(driver: str) -> rt.Config | str:
+    try:
+        return rt.Config(device=rt.get_device(driver))
+    except Exception as err:  # noqa: BLE001 -- any failure means "no usable device"
+        return f"{type(err).__name__}: {err}"
+
+
+def _config_or_reason(driver: str) -> rt.Config | str:
+    with _lock:
+        entry = _configs.get(driver)
+        if entry is None:
+            entry = _configs[driver] = _create_config(driver)
+        return entry
+
+
+def device_config(target: str | Target = DEFAULT_TARGET, driver: str | None = None) -> rt.Config:
+    """The shared ``iree.runtime.Config`` (device + VM instance) for a target's driver."""
+    tgt = get_target(target)
+    drv = driver or tgt.driver
+    entry = _config_or_reason(drv)
+    if isinstance(entry, str):
+        usable = ", ".join(available()) or "none"
+        compiled_in = ", ".join(sorted(rt.query_available_drivers()))
+        raise RuntimeUnavailableError(
+            f"target {tgt.name!r} needs the IREE runtime driver {drv!r}, which has no usable "
+            f"device here ({entry}). Drivers in this IREE runtime: {compiled_in}; "
+            f"targets usable here: {usable}"
+        )
+    return entry
+
+
+_available: tuple[str, ...] | None = None
+
+
+def available() -> tuple[str, ...]:
+    """Names of the targets whose runtime driver can create a device here (cached).
+    ``cpu`` is always usable; ``vulkan`` needs a Vulkan loader and device (lavapipe counts)."""
+    global _available
+    if _available is None:
+        _available = tuple(
+            name
+            for name, t in TARGETS.items()
+            if name == "cpu" or not isinstance(_config_or_reason(t.driver), str)
+        )
+    return _available
+
+
+def load(
+    vmfb: bytes, target: str | Target = DEFAULT_TARGET, *, driver: str | None = None
+) -> Module:
+    """Load a compiled module onto the device of ``target`` (or of ``driver``, e.g.
+    ``local-sync`` for a cpu module when ranks outnumber cores)."""
+    tgt = get_target(target)
+    drv = driver or tgt.driver
+    config = device_config(tgt, drv)
+    try:
+        vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
+        context = rt.SystemContext(vm_modules=(vm_module,), config=config)
+    except (RuntimeError, ValueError) as err:
+        raise LoadError(
+            f"cannot load module for target {tgt.name!r} on driver {drv!r}: {err}"
+        ) from None
+    return Module(context, vm_module, tgt, drv)
+
+
+class Module:
+    """A loaded module; ``module["main"]`` is a callable :class:`Function`."""
+
+    def __init__(
+        self, context: rt.SystemContext, vm_module: rt.VmModule, target: Target, driver: str
+    ):
+        self._context = context
+        self._vm_module = vm_module
+        self._bound = context.modules[vm_module.name]
+        self.target = target
+        self.driver = driver
+        self._functions: dict[str, Function] = {}
+
+    @property
+    def device(self) -> rt.HalDevice:
+        return self._context.config.device
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Exported function names (IREE's internal ``__init`` etc. left out)."""
+        return tuple(n for n in self._vm_module.function_names if not n.startswith("__"))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __getitem__(self, name: str) -> Function:
+        fn = self._functions.get(name)
+        if fn is None:
+            if name not in self.names:
+                raise UnknownFunctionError(
+                    f"module has no function {name!r}; exported functions: "
+                    f"{', '.join(self.names) or '(none)'}"
+                )
+            fn = self._functions[name] = Function(self, name, self._bound[name])
+        return fn
+
+    def __repr__(self) -> str:
+        t, names = self.target.name, list(self.names)
+        return f"<flow.targets.Module target={t} driver={self.driver} functions={names}>"
+
+
+class Function:
+    """One exported function; calling it returns a tuple of numpy arrays (always a tuple,
+    also for a single result; empty for none)."""
+
+    def __init__(self, module: Module, name: str, invoker: Any):
+        self.module = module
+        self.name = name
+        self._invoker = invoker
+        self._maps_results = module.driver in CPU_DRIVERS
+
+    def call(self, *args: Any) -> tuple[np.ndarray, ...]:
+        """Run the function on numpy arrays (or scalars); see the module doc for result memory."""
+        packed = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        raw = self._invoker(*packed)
+        values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
+        if self._maps_results:
+            return _unalias(tuple(_as_numpy(v) for v in values))
+        return _read_back(values, self.module.device)
+
+    __call__ = call
+
+    def __repr__(self) -> str:
+        return f"<flow.targets.Function {self.name} on {self.module.driver}>"
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    return np.asarray(value)
+
+
+def _unalias(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    out: list[np.ndarray] = []
+    for arr in arrays:
+        if any(np.may_share_memory(arr, prev) for prev in out):
+            arr = arr.copy()
+        out.append(arr)
+    return tuple(out)
+
+
+def _read_back(values: tuple[Any, ...], device: rt.HalDevice) -> tuple[np.ndarray, ...]:
+    """Copy device results into numpy through host-visible staging buffers (one wait for all)."""
+    staged: list[tuple[rt.HalBuffer, list[int], np.dtype, np.dtype] | None] = []
+    sem = device.create_semaphore(0)
+    step = 0
+    for value in values:
+        if not isinstance(value, rt.DeviceArray):
+            staged.append(None)
+            continue
+        view = value._buffer_view  # DeviceArray has no public accessor for its buffer view
+        raw_dtype = np.dtype(rt.HalElementType.map_to_dtype(view.element_type))
+        src = view.get_buffer()
+        if src.byte_length() == 0:
+            staged.append((None, view.shape, raw_dtype, np.dtype(value.dtype)))
+            continue
+        host = device.allocator.allocate_buffer(
+            memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+            allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+            allocation_size=src.byte_length(),
+        )
+        device.queue_copy(
+            src,
+            host,
+            wait_semaphores=rt.HalFence.create_at(sem, step),
+            signal_semaphores=rt.HalFence.create_at(sem, step + 1),
+        )
+        step += 1
+        staged.append((host, view.shape, raw_dtype, np.dtype(value.dtype)))
+    if step:
+        rt.HalFence.create_at(sem, step).wait()
+    out: list[np.ndarray] = []
+    for value, entry in zip(values, staged):
+        if entry is None:
+            out.append(np.asarray(value))
+            continue
+        host, shape, raw_dtype, dtype = entry
+        if host is None:
+            arr = np.empty(shape, raw_dtype)
+        else:
+            arr = np.array(host.map().asarray(shape, raw_dtype))
+        out.append(arr if dtype == raw_dtype else arr.astype(dtype))
+    return tuple(out)
