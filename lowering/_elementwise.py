@@ -1,0 +1,172 @@
+"""Lowering rules for elementwise flow ops: `linalg.generic` with an arith/math body.
+
+Each rule picks the scalar op from the element type (float vs integer vs i1),
+so the table below reads as the semantics: NaN-propagating `maximumf` for
+float max (like numpy), truncating `divsi` for integer division, ordered float
+predicates except `une` for `ne`, unsigned predicates for i1 (True > False).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from flow.dialect import ops as flow
+from flow.dialect.ops import is_bool, is_float
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import IntegerAttr, IntegerType, Signedness, TensorType, f32, i1, i64
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from ._linalg_builders import Lowered, binary, build, elementwise, scalar_constant, unary
+
+
+def _one(op: Operation) -> tuple[list[Operation], SSAValue]:
+    return [op], op.results[0]
+
+
+# --------------------------------------------------------------------------- unary
+
+_FLOAT_UNARY: dict[type[Operation], type[Operation]] = {
+    flow.AbsOp: math.AbsFOp,
+    flow.ExpOp: math.ExpOp,
+    flow.LogOp: math.LogOp,
+    flow.SqrtOp: math.SqrtOp,
+    flow.RsqrtOp: math.RsqrtOp,
+    flow.TanhOp: math.TanhOp,
+    flow.NegOp: arith.NegfOp,
+}
+
+
+def _lower_unary(op: Operation) -> Lowered:
+    ty = op.results[0].type
+    el = ty.element_type
+    if is_float(el):
+        scalar = _FLOAT_UNARY[type(op)]
+        return elementwise(op.operands, ty, lambda a: _one(unary(scalar, a[0])))
+    if isinstance(op, flow.AbsOp):
+        return elementwise(op.operands, ty, lambda a: _one(unary(math.AbsIOp, a[0])))
+    assert isinstance(op, flow.NegOp), op.name
+
+    def neg(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+        zero = scalar_constant(0, el)
+        sub = binary(arith.SubiOp, zero.result, a[0])
+        return [zero, sub], sub.results[0]
+
+    return elementwise(op.operands, ty, neg)
+
+
+# --------------------------------------------------------------------------- binary
+
+_BINARY: dict[type[Operation], tuple[type[Operation], type[Operation] | None]] = {
+    # flow op: (float scalar op, integer scalar op)
+    flow.AddOp: (arith.AddfOp, arith.AddiOp),
+    flow.SubOp: (arith.SubfOp, arith.SubiOp),
+    flow.MulOp: (arith.MulfOp, arith.MuliOp),
+    flow.DivOp: (arith.DivfOp, arith.DivSIOp),
+    flow.MaximumOp: (arith.MaximumfOp, arith.MaxSIOp),
+    flow.MinimumOp: (arith.MinimumfOp, arith.MinSIOp),
+    flow.PowOp: (math.PowFOp, None),
+}
+
+
+def _lower_binary(op: Operation) -> Lowered:
+    ty = op.results[0].type
+    fop, iop = _BINARY[type(op)]
+    scalar = fop if is_float(ty.element_type) else iop
+    assert scalar is not None, f"{op.name} has no integer lowering"
+    return elementwise(op.operands, ty, lambda a: _one(binary(scalar, a[0], a[1])))
+
+
+# --------------------------------------------------------------------------- compare / select
+
+# arith predicate numbers: cmpf oeq=1 ogt=2 oge=3 olt=4 ole=5 une=13;
+# cmpi eq=0 ne=1 slt=2 sle=3 sgt=4 sge=5 ult=6 ule=7 ugt=8 uge=9.
+_CMPF = {"oeq": 1, "ogt": 2, "oge": 3, "olt": 4, "ole": 5, "une": 13}
+_CMPI = {"eq": 0, "ne": 1, "slt": 2, "sle": 3, "sgt": 4, "sge": 5, "ult": 6, "ule": 7, "ugt": 8,
+         "uge": 9}  # fmt: skip
+_FLOAT_PREDICATES = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_INT_PREDICATES = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_BOOL_PREDICATES = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+
+
+def cmpf(x: SSAValue, y: SSAValue, predicate: str) -> Operation:
+    return build(arith.CmpfOp, (x, y), (i1,), {"predicate": IntegerAttr(_CMPF[predicate], i64)})
+
+
+def cmpi(x: SSAValue, y: SSAValue, predicate: str) -> Operation:
+    return build(arith.CmpiOp, (x, y), (i1,), {"predicate": IntegerAttr(_CMPI[predicate], i64)})
+
+
+def _lower_compare(op: flow.CompareOp) -> Lowered:
+    el = op.lhs.type.element_type
+    direction = op.direction.data.value
+    if is_float(el):
+        pred = _FLOAT_PREDICATES[direction]
+        return elementwise(op.operands, op.result.type, lambda a: _one(cmpf(a[0], a[1], pred)))
+    pred = (_BOOL_PREDICATES if is_bool(el) else _INT_PREDICATES)[direction]
+    return elementwise(op.operands, op.result.type, lambda a: _one(cmpi(a[0], a[1], pred)))
+
+
+def _lower_select(op: flow.SelectOp) -> Lowered:
+    def body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+        return _one(build(arith.SelectOp, a[:3], (a[1].type,)))
+
+    return elementwise(op.operands, op.result.type, body)
+
+
+# --------------------------------------------------------------------------- cast
+
+
+def cast_scalar(x: SSAValue, src: Attribute, dst: Attribute) -> tuple[list[Operation], SSAValue]:
+    """Convert one scalar: float<->int truncate toward zero, bools are 0/1, `x != 0` gives i1."""
+    if src == dst:
+        return [], x
+    if is_bool(dst):
+        zero = scalar_constant(0, src)
+        cmp = cmpf(x, zero.result, "une") if is_float(src) else cmpi(x, zero.result, "ne")
+        return [zero, cmp], cmp.results[0]
+    if is_float(src) and is_float(dst):
+        sw, dw = src.bitwidth, dst.bitwidth
+        if sw < dw:
+            return _one(unary(arith.ExtFOp, x, dst))
+        if sw > dw:
+            return _one(unary(arith.TruncFOp, x, dst))
+        # bf16 <-> f16: same width, different formats; go through f32.
+        ext = unary(arith.ExtFOp, x, f32)
+        trunc = unary(arith.TruncFOp, ext.results[0], dst)
+        return [ext, trunc], trunc.results[0]
+    if is_float(src):
+        return _one(unary(arith.FPToSIOp, x, dst))
+    assert isinstance(src, IntegerType)
+    if is_float(dst):
+        return _one(unary(arith.UIToFPOp if is_bool(src) else arith.SIToFPOp, x, dst))
+    sw, dw = src.width.data, dst.width.data
+    if sw < dw:
+        return _one(unary(arith.ExtUIOp if is_bool(src) else arith.ExtSIOp, x, dst))
+    if sw > dw:
+        return _one(unary(arith.TruncIOp, x, dst))
+    return [], x
+
+
+def _lower_cast(op: flow.CastOp) -> Lowered:
+    src = op.operand.type.element_type
+    ty = op.result.type
+    if src == ty.element_type:
+        return [], op.operand
+    return elementwise(op.operands, ty, lambda a: cast_scalar(a[0], src, ty.element_type))
+
+
+def check_element_type(ty: TensorType) -> str | None:
+    """Why an element type cannot be lowered to arith (signed/unsigned ints), or None."""
+    el = ty.element_type
+    if isinstance(el, IntegerType) and el.signedness.data != Signedness.SIGNLESS:
+        return f"expected signless integer elements (arith has no {el}), got {ty}"
+    return None
+
+
+RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
+    **{c: _lower_unary for c in _FLOAT_UNARY},
+    **{c: _lower_binary for c in _BINARY},
+    flow.CompareOp: _lower_compare,
+    flow.SelectOp: _lower_select,
+    flow.CastOp: _lower_cast,
+}

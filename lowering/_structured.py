@@ -1,0 +1,211 @@
+"""Lowering rules for structured flow ops: matmul, reduce, movement ops and constants.
+
+Contractions and reductions are `linalg.fill` of the combiner's identity plus
+a `linalg.generic` with reduction iterators (never `linalg.matmul`, whose
+indexing maps xDSL's printer drops). Movement ops keep every indexing map a
+pure projection or permutation, which is what IREE's fusion handles best.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from math import prod
+
+from flow.dialect import ops as flow
+from flow.dialect.ops import is_float
+from xdsl.dialects import arith
+from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from ._linalg_builders import (
+    Lowered,
+    affine_map,
+    binary,
+    collapse,
+    constant,
+    empty,
+    expand,
+    filled,
+    generic,
+    identity_map,
+    iterators,
+    scalar_constant,
+)
+
+
+def _identity(kind: str, el: Attribute) -> float:
+    """The neutral element of a reduction over `el`."""
+    if kind == "sum":
+        return 0
+    if kind == "prod":
+        return 1
+    if is_float(el):
+        return float("-inf") if kind == "max" else float("inf")
+    assert isinstance(el, IntegerType)
+    bits = el.width.data
+    return -(1 << (bits - 1)) if kind == "max" else (1 << (bits - 1)) - 1
+
+
+_COMBINERS: dict[str, tuple[type[Operation], type[Operation]]] = {
+    "sum": (arith.AddfOp, arith.AddiOp),
+    "prod": (arith.MulfOp, arith.MuliOp),
+    "max": (arith.MaximumfOp, arith.MaxSIOp),
+    "min": (arith.MinimumfOp, arith.MinSIOp),
+}
+
+
+def _init(value: float, ty: TensorType) -> Lowered:
+    cst = scalar_constant(value, ty.element_type)
+    ops, init = filled(cst.result, ty)
+    return [cst, *ops], init
+
+
+def _lower_matmul(op: flow.MatmulOp) -> Lowered:
+    """`[..., M, K] x [..., K, N]`: loops (batch..., m, n, k), k the only reduction."""
+    ty = op.result.type
+    el = ty.element_type
+    nb = len(ty.get_shape()) - 2
+    batch = tuple(range(nb))
+    m, n, k = nb, nb + 1, nb + 2
+    maps = [
+        affine_map(nb + 3, (*batch, m, k)),
+        affine_map(nb + 3, (*batch, k, n)),
+        affine_map(nb + 3, (*batch, m, n)),
+    ]
+    mul, add = (arith.MulfOp, arith.AddfOp) if is_float(el) else (arith.MuliOp, arith.AddiOp)
+
+    def body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+        p = binary(mul, a[0], a[1])
+        s = binary(add, a[2], p.results[0])
+        return [p, s], s.results[0]
+
+    ops, init = _init(0, ty)
+    gen = generic(op.operands, init, maps, iterators((False,) * (nb + 2) + (True,)), body)
+    return [*ops, gen], gen.results[0]
+
+
+def _lower_reduce(op: flow.ReduceOp) -> Lowered:
+    src, ty = op.operand.type, op.result.type
+    dims = set(op.dims.get_values())
+    if not dims:
+        return [], op.operand
+    rank = len(src.get_shape())
+    kind = op.kind.data.value
+    combine = _COMBINERS[kind][0 if is_float(ty.element_type) else 1]
+    maps = [identity_map(rank), affine_map(rank, tuple(d for d in range(rank) if d not in dims))]
+
+    def body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+        c = binary(combine, a[0], a[1])
+        return [c], c.results[0]
+
+    ops, init = _init(_identity(kind, ty.element_type), ty)
+    gen = generic(op.operands, init, maps, iterators(tuple(d in dims for d in range(rank))), body)
+    return [*ops, gen], gen.results[0]
+
+
+def _copy_body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+    return [], a[0]
+
+
+def _lower_transpose(op: flow.TransposeOp) -> Lowered:
+    """Result dim i is operand dim perm[i], so operand dim j is read at loop inv[j]."""
+    perm = op.permutation.get_values()
+    rank = len(perm)
+    if tuple(perm) == tuple(range(rank)):
+        return [], op.operand
+    inv = [0] * rank
+    for i, p in enumerate(perm):
+        inv[p] = i
+    init = empty(op.result.type)
+    maps = [affine_map(rank, tuple(inv)), identity_map(rank)]
+    gen = generic(op.operands, init.tensor, maps, iterators((False,) * rank), _copy_body)
+    return [init, gen], gen.results[0]
+
+
+def _lower_broadcast_in_dim(op: flow.BroadcastInDimOp) -> Lowered:
+    """Collapse away broadcast size-1 operand dims, then read with a projected map."""
+    src, ty = op.operand.type, op.result.type
+    src_shape, shape = src.get_shape(), ty.get_shape()
+    dims = op.broadcast_dimensions.get_values()
+    if src_shape == shape:
+        return [], op.operand
+    keep = [i for i, d in enumerate(dims) if src_shape[i] == shape[d]]
+    ops: list[Operation] = []
+    value = op.operand
+    if len(keep) != len(src_shape):
+        groups: list[list[int]] = []
+        pending: list[int] = []
+        for i in range(len(src_shape)):
+            pending.append(i)
+            if i in keep:
+                groups.append(pending)
+                pending = []
+        if groups:
+            groups[-1].extend(pending)
+        squeezed = TensorType(src.element_type, [src_shape[i] for i in keep])
+        c = collapse(value, groups, squeezed)
+        ops.append(c)
+        value = c.results[0]
+    rank = len(shape)
+    init = empty(ty)
+    maps = [affine_map(rank, tuple(dims[i] for i in keep)), identity_map(rank)]
+    gen = generic((value,), init.tensor, maps, iterators((False,) * rank), _copy_body)
+    return [*ops, init, gen], gen.results[0]
+
+
+def _broadcast_scalar(value: SSAValue, ty: TensorType) -> Lowered:
+    rank = len(ty.get_shape())
+    init = empty(ty)
+    maps = [affine_map(rank, ()), identity_map(rank)]
+    gen = generic((value,), init.tensor, maps, iterators((False,) * rank), _copy_body)
+    return [init, gen], gen.results[0]
+
+
+def _lower_reshape(op: flow.ReshapeOp) -> Lowered:
+    """Collapse to 1-D, then expand to the target; rank-0 ends need no 1-D step."""
+    src, ty = op.operand.type, op.result.type
+    src_shape, shape = src.get_shape(), ty.get_shape()
+    if src_shape == shape:
+        return [], op.operand
+    if not src_shape:
+        # A rank-0 tensor to all-ones dims: xDSL rejects `tensor.expand_shape` with an
+        # empty reassociation (MLIR allows it), so read the scalar in a generic instead.
+        return _broadcast_scalar(op.operand, ty)
+    if not shape:
+        c = collapse(op.operand, [], ty)
+        return [c], c.results[0]
+    ops: list[Operation] = []
+    value = op.operand
+    if len(src_shape) > 1:
+        flat = TensorType(src.element_type, [prod(src_shape)])
+        c = collapse(value, [list(range(len(src_shape)))], flat)
+        ops.append(c)
+        value = c.results[0]
+    if len(shape) > 1:
+        e = expand(value, [list(range(len(shape)))], ty)
+        ops.append(e)
+        value = e.results[0]
+    return ops, value
+
+
+def _lower_constant(op: flow.ConstantOp) -> Lowered:
+    c = constant(op.value)
+    return [c], c.result
+
+
+def _lower_full(op: flow.FullOp) -> Lowered:
+    """A scalar constant filled into `tensor.empty` (stays O(1) in the IR for any size)."""
+    cst = constant(op.value)
+    ops, value = filled(cst.result, op.result.type)
+    return [cst, *ops], value
+
+
+RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
+    flow.MatmulOp: _lower_matmul,
+    flow.ReduceOp: _lower_reduce,
+    flow.TransposeOp: _lower_transpose,
+    flow.BroadcastInDimOp: _lower_broadcast_in_dim,
+    flow.ReshapeOp: _lower_reshape,
+    flow.ConstantOp: _lower_constant,
+    flow.FullOp: _lower_full,
+}

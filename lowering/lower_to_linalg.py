@@ -1,0 +1,104 @@
+"""`flow-lower-to-linalg`: rewrite every flow op into func/arith/math/tensor/linalg.
+
+One walk collects the flow ops and checks every type on the way (global
+tensors must have been partitioned into local ones first); then each op is
+replaced through a dispatch table (op class -> rule). Nothing is mutated
+unless the whole module can be lowered, so a failure leaves the input intact
+for a repro. This is much faster in xDSL than a set of rewrite patterns
+driven to a fixpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flow.dialect.attrs import DistAttr
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, TensorType, UnknownLoc
+from xdsl.ir import Attribute, Operation
+from xdsl.passes import ModulePass
+from xdsl.utils.exceptions import PassFailedException
+
+from ._elementwise import RULES as _ELEMENTWISE_RULES
+from ._elementwise import check_element_type
+from ._linalg_builders import Lowered
+from ._structured import RULES as _STRUCTURED_RULES
+
+RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
+    **_ELEMENTWISE_RULES,
+    **_STRUCTURED_RULES,
+}
+"""The lowering of each flow op class."""
+
+PARTITION_FIRST = "global tensors must be partitioned first (flow-partition)"
+
+
+def _where(op: Operation) -> str:
+    """`file:line:col: ` of the op's source location, if it has one."""
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
+    return "" if isinstance(loc, UnknownLoc) else f"{loc}: "
+
+
+def _fail(op: Operation, msg: str) -> PassFailedException:
+    return PassFailedException(f"{_where(op)}'{op.name}' op {msg}")
+
+
+def _check_type(op: Operation, what: str, ty: Attribute) -> None:
+    if isinstance(ty, TensorType) and isinstance(ty.encoding, DistAttr):
+        raise _fail(op, f"{what} has type {ty}: {PARTITION_FIRST}")
+
+
+def _collect(module: ModuleOp) -> list[tuple[Operation, Callable[[Operation], Lowered]]]:
+    """The flow ops of `module` with their rules; raises before anything is rewritten."""
+    todo: list[tuple[Operation, Callable[[Operation], Lowered]]] = []
+    for op in module.walk():
+        for i, r in enumerate(op.results):
+            _check_type(op, f"result #{i}", r.type)
+        if isinstance(op, func.FuncOp):
+            ft = op.function_type
+            for j, ty in enumerate(ft.inputs.data):
+                _check_type(op, f"@{op.sym_name.data} argument #{j}", ty)
+            for j, ty in enumerate(ft.outputs.data):
+                _check_type(op, f"@{op.sym_name.data} result #{j}", ty)
+        else:
+            for region in op.regions:
+                for block in region.blocks:
+                    for j, arg in enumerate(block.args):
+                        _check_type(op, f"block argument #{j}", arg.type)
+        if op.name.startswith("flow."):
+            rule = RULES.get(type(op))
+            if rule is None:
+                raise _fail(op, "has no lowering to linalg")
+            for v in (*op.operands, *op.results):
+                if (why := check_element_type(v.type)) is not None:
+                    raise _fail(op, why)
+            todo.append((op, rule))
+    return todo
+
+
+def lower_module(module: ModuleOp) -> None:
+    """Replace every flow op in `module` by its func/arith/math/tensor/linalg lowering."""
+    for op, rule in _collect(module):
+        new_ops, value = rule(op)
+        block = op.parent
+        assert block is not None
+        loc = op.location
+        for new in new_ops:
+            new.location = loc
+            block.insert_op_before(new, op)
+        op.results[0].replace_all_uses_with(value)
+        block.erase_op(op)
+
+
+@dataclass(frozen=True)
+class LowerToLinalgPass(ModulePass):
+    """Lower the flow dialect to linalg-on-tensors (with arith/math/tensor) for IREE."""
+
+    name = "flow-lower-to-linalg"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        lower_module(op)
