@@ -25,6 +25,8 @@ class Target:
 # * cpu: `target-cpu=host` compiles for this machine's ISA (generic x86-64 is 3-10x slower
 #   on matmuls); data tiling is off by default in 3.13 and turning it on is worth another 2-3x.
 #   (`--iree-llvmcpu-enable-inner-tiled` is faster still but fails on matmul + bias-add fusion.)
+# * cpu/cuda/rocm: IREE demotes f64 to f32 by default, which changes the function signature
+#   and breaks float64 tensors; keep f64 where the hardware has it.
 # * cuda: sm_80; sm_90/sm_90a/sm_100 fail to compile in 3.13 ("missing GPU target").
 # * rocm: gfx942 through the `hip` device (`--iree-hip-target` does not exist in 3.13).
 # * vulkan: SPIR-V; runs on a real GPU or on the CPU through Mesa lavapipe.
@@ -38,19 +40,28 @@ TARGETS: dict[str, Target] = {
                 "--iree-hal-local-target-device-backends=llvm-cpu",
                 "--iree-llvmcpu-target-cpu=host",
                 "--iree-opt-data-tiling=true",
+                "--iree-input-demote-f64-to-f32=false",
             ),
             driver="local-task",
             description="host CPU through LLVM (multi-threaded local-task driver)",
         ),
         Target(
             name="cuda",
-            device_flags=("--iree-hal-target-device=cuda", "--iree-cuda-target=sm_80"),
+            device_flags=(
+                "--iree-hal-target-device=cuda",
+                "--iree-cuda-target=sm_80",
+                "--iree-input-demote-f64-to-f32=false",
+            ),
             driver="cuda",
             description="NVIDIA GPU, sm_80 code",
         ),
         Target(
             name="rocm",
-            device_flags=("--iree-hal-target-device=hip", "--iree-rocm-target=gfx942"),
+            device_flags=(
+                "--iree-hal-target-device=hip",
+                "--iree-rocm-target=gfx942",
+                "--iree-input-demote-f64-to-f32=false",
+            ),
             driver="hip",
             description="AMD GPU through HIP, gfx942 code",
         ),
