@@ -1,0 +1,1 @@
+"""flow's command-line tools (thin entry points): `flow-opt`, `flow-compile`, `flow-run`."""

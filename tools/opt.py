@@ -1,0 +1,99 @@
+"""`flow-opt`: parse flow IR, verify it, run passes, print it (xDSL's opt driver).
+
+Usage: `flow-opt FILE -p flow-lower-to-linalg,dce`, `flow-opt FILE -p flow-to-iree-input
+--print-op-generic`, `flow-opt FILE --split-input-file --verify-diagnostics`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from flow.lowering import expand_pipeline, get_all_passes
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass, PassPipeline
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from ._driver import run_reporting_errors
+
+
+class FlowOptMain(xDSLOptMain):
+    """xDSL's opt driver with flow's dialects and passes; named pipelines run pass by pass."""
+
+    version_format = "flow-opt (xDSL {xdsl_version})"
+    current_pass: ModulePass | None = None
+    """The pass running when an error escapes, for the error message."""
+
+    def register_all_dialects(self) -> None:
+        from flow.dialect import make_context
+
+        self.ctx = make_context()
+
+    def register_all_passes(self) -> None:
+        for name, factory in get_all_passes().items():
+            self.register_pass(name, factory)
+
+    def register_all_frontends(self) -> None:
+        from xdsl.frontend import get_all_frontends
+
+        self.available_frontends["mlir"] = get_all_frontends()["mlir"]
+
+    def register_all_targets(self) -> None:
+        from xdsl.targets import get_all_targets
+
+        self.available_targets["mlir"] = get_all_targets()["mlir"]
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        super().register_all_arguments(arg_parser)
+        arg_parser.add_argument(
+            "--traceback",
+            default=False,
+            action="store_true",
+            help="Show the Python traceback of internal errors.",
+        )
+
+    def setup_pipeline(self) -> None:
+        # Expand named pipelines so --print-between-passes and errors see each pass;
+        # unknown names raise UnknownPassError listing the registered passes.
+        self.args.passes = ",".join(str(s) for s in expand_pipeline(self.args.passes))
+        super().setup_pipeline()
+        inner = self.pipeline.callback
+
+        def callback(prev: ModulePass | None, module: ModuleOp, nxt: ModulePass | None) -> None:
+            self.current_pass = None
+            if inner is not None:
+                inner(prev, module, nxt)
+            self.current_pass = nxt
+
+        self.pipeline = PassPipeline(self.pipeline.passes, callback)
+
+    def error_notes(self) -> list[str]:
+        if self.current_pass is None:
+            return []
+        return [f"note: while running pass '{self.current_pass}'"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `flow-opt`; returns the exit code (0 ok, 1 error)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    tool: list[FlowOptMain] = []
+
+    def body() -> None:
+        tool.append(FlowOptMain("flow-opt: the flow dialect's modular optimizer", args))
+        tool[0].run()
+
+    def where() -> str:
+        return (tool[0].args.input_file if tool else None) or "<stdin>"
+
+    return run_reporting_errors(
+        "flow-opt",
+        body,
+        where=where,
+        notes=lambda: tool[0].error_notes() if tool else [],
+        traceback="--traceback" in args,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""`flow-run`: run a function of a compiled `.vmfb`, or launch a Python script.
+
+    flow-run module.vmfb --function main --input x.npy --input 2x2xf32=1,2,3,4
+    flow-run script.py [args...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+
+import numpy as np
+
+from ._driver import fail, run_target_tool
+
+_DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i1": np.bool_,
+           "i8": np.int8, "i32": np.int32, "i64": np.int64}  # fmt: skip
+
+
+def parse_input(spec: str) -> np.ndarray:
+    """A `.npy` path, or IREE-style `2x3xf32=1,2,3,4,5,6` (`f32=1.5` for a scalar)."""
+    if spec.endswith(".npy"):
+        if not os.path.exists(spec):
+            fail(f"input file not found: {spec}")
+        return np.load(spec, allow_pickle=False)
+    if "=" not in spec:
+        fail(f"cannot parse input {spec!r}; expected FILE.npy or SHAPExTYPE=v1,v2,... "
+             "(e.g. 2x2xf32=1,2,3,4)")
+    ty, values = spec.split("=", 1)
+    *dims, el = ty.split("x")
+    if el not in _DTYPES or not all(d.isdigit() for d in dims):
+        fail(f"cannot parse input type {ty!r}; expected dims and one of {', '.join(_DTYPES)}")
+    shape = tuple(int(d) for d in dims)
+    items = [v for v in values.split(",") if v.strip()]
+    try:
+        flat = np.array([float(v) for v in items], dtype=np.float64)
+    except ValueError:
+        fail(f"cannot parse input values {values!r}; expected comma-separated numbers")
+    n = int(np.prod(shape))
+    if flat.size == 1 and n != 1:
+        flat = np.full(n, flat[0])
+    if flat.size != n:
+        fail(f"input {spec!r}: shape {list(shape)} needs {n} values, got {flat.size}")
+    return flat.astype(_DTYPES[el]).reshape(shape)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0].endswith(".py"):
+        return _run_script(argv[0], argv[1:])
+    parser = argparse.ArgumentParser(prog="flow-run", description=__doc__.splitlines()[0])
+    parser.add_argument("module", help="a .vmfb written by flow-compile, or a .py script")
+    parser.add_argument("--function", default="main")
+    parser.add_argument("--input", action="append", default=[], metavar="X")
+    parser.add_argument("--target", default="cpu")
+    parser.add_argument("--driver", default=None, help="override the target's runtime driver")
+    parser.add_argument("--output", action="append", default=[], metavar="FILE.npy",
+                        help="save result i to the i-th --output file")
+    parser.add_argument("--traceback", action="store_true",
+                        help="show the Python traceback of internal errors")
+    args = parser.parse_args(argv)
+    return run_target_tool("flow-run", lambda: _run_module(args), args.traceback)
+
+
+def _run_module(args) -> int:
+    from flow.targets import load
+
+    if not os.path.exists(args.module):
+        fail(f"module not found: {args.module}")
+    with open(args.module, "rb") as f:
+        vmfb = f.read()
+    inputs = [parse_input(s) for s in args.input]
+    module = load(vmfb, args.target, driver=args.driver)
+    results = module[args.function](*inputs)
+    for i, r in enumerate(results):
+        r = np.asarray(r)
+        print(f"result[{i}]: {'x'.join(map(str, r.shape))}{'x' if r.shape else ''}{r.dtype}")
+        print(np.array2string(r, threshold=64))
+        if i < len(args.output):
+            np.save(args.output[i], r)
+    return 0
+
+
+def _run_script(path: str, script_args: list[str]) -> int:
+    """Run a user script in this process (one rank); its own errors keep their traceback."""
+    if not os.path.exists(path):
+        print(f"flow-run: error: script not found: {path}", file=sys.stderr)
+        return 1
+    sys.argv = [path, *script_args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    runpy.run_path(path, run_name="__main__")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
