@@ -1,0 +1,60 @@
+"""Run the whole test suite: pytest, then lit. Fails if either fails or runs no test.
+
+Prints one closing line `total: N passed, N failed` over both runners.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _junit_counts(path: str) -> tuple[int, int, int]:
+    """(passed, failed, skipped) from a JUnit XML report; zeros if it is missing."""
+    if not os.path.exists(path):
+        return 0, 0, 0
+    root = ET.parse(path).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    total = failed = skipped = 0
+    for s in suites:
+        total += int(s.get("tests", 0))
+        failed += int(s.get("failures", 0)) + int(s.get("errors", 0))
+        skipped += int(s.get("skipped", 0))
+    return total - failed - skipped, failed, skipped
+
+
+def main(argv: list[str]) -> int:
+    os.chdir(ROOT)
+    with tempfile.TemporaryDirectory() as tmp:
+        py_xml, lit_xml = os.path.join(tmp, "pytest.xml"), os.path.join(tmp, "lit.xml")
+        py_rc = subprocess.call(
+            [sys.executable, "-m", "pytest", "-q", f"--junitxml={py_xml}", *argv]
+        )
+        lit_rc = subprocess.call(
+            [sys.executable, "-m", "lit", "-sv", f"--xunit-xml-output={lit_xml}", "tests/lit"]
+        )
+        py, lit = _junit_counts(py_xml), _junit_counts(lit_xml)
+    problems = []
+    if py_rc == 5 or py[0] + py[1] == 0:
+        problems.append("pytest ran no test")
+    elif py_rc != 0:
+        problems.append(f"pytest failed (exit {py_rc})")
+    if lit[0] + lit[1] == 0:
+        problems.append("lit ran no test")
+    elif lit_rc != 0:
+        problems.append(f"lit failed (exit {lit_rc})")
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    print(f"pytest: {py[0]} passed, {py[1]} failed, {py[2]} skipped")
+    print(f"lit: {lit[0]} passed, {lit[1]} failed, {lit[2]} skipped")
+    print(f"total: {py[0] + lit[0]} passed, {py[1] + lit[1]} failed")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
