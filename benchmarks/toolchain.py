@@ -13,7 +13,6 @@ Measures, in one run:
 from __future__ import annotations
 
 import argparse
-import io
 import os
 import subprocess
 import sys
@@ -27,7 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def chain_ir(n: int) -> str:
     ops = ["add", "mul", "sub", "maximum"]
-    lines = ["func.func @chain(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {"]
+    lines = [
+        "func.func @chain(%a: tensor<64x64xf32>, %b: tensor<64x64xf32>) -> tensor<64x64xf32> {"
+    ]
     prev = "%a"
     for i in range(n):
         lines.append(f"  %v{i} = flow.{ops[i % 4]} {prev}, %b : tensor<64x64xf32>")
@@ -87,13 +88,20 @@ def bench_mlp(repeats: int = 200) -> None:
         env = dict(os.environ, FLOW_CACHE_DIR=cache)
         runs = []
         for _ in range(2):  # empty cache, then warm on-disk cache
-            out = subprocess.run([sys.executable, "-c", MLP_CHILD], env=env, check=True,
-                                 capture_output=True, text=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, "-c", MLP_CHILD],
+                env=env,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.split()
             runs.append((float(out[0]), float(out[1])))
 
     rng = np.random.default_rng(0)
-    p = [rng.standard_normal(s).astype(np.float32)
-         for s in [(64, 784), (784, 256), (256,), (256, 10), (10,)]]
+    p = [
+        rng.standard_normal(s).astype(np.float32)
+        for s in [(64, 784), (784, 256), (256,), (256, 10), (10,)]
+    ]
     f = flow.jit(lambda x, w1, b1, w2, b2: flow.relu(x @ w1 + b1) @ w2 + b2)
     f(*p)
     tensors = [flow.tensor(a) for a in p]
@@ -115,8 +123,10 @@ def bench_mlp(repeats: int = 200) -> None:
     print(f"  first call, empty compile cache   {runs[0][1] * 1e3:8.1f} ms")
     print(f"  first call, warm on-disk cache    {runs[1][1] * 1e3:8.1f} ms")
     print(f"  cached call (steady state)        {flow_call * 1e3:8.3f} ms")
-    print(f"  numpy eager, same MLP             {np_call * 1e3:8.3f} ms   "
-          f"(flow/numpy = {flow_call / np_call:.2f}x)")
+    print(
+        f"  numpy eager, same MLP             {np_call * 1e3:8.3f} ms   "
+        f"(flow/numpy = {flow_call / np_call:.2f}x)"
+    )
     try:
         import jax
         import jax.numpy as jnp
@@ -127,8 +137,10 @@ def bench_mlp(repeats: int = 200) -> None:
         jfirst = time.perf_counter() - t0
         jcall = timeit(lambda: jf(*p).block_until_ready())
         print(f"  jax.jit first call                {jfirst * 1e3:8.1f} ms")
-        print(f"  jax.jit cached call               {jcall * 1e3:8.3f} ms   "
-              f"(flow/jax = {flow_call / jcall:.2f}x)")
+        print(
+            f"  jax.jit cached call               {jcall * 1e3:8.3f} ms   "
+            f"(flow/jax = {flow_call / jcall:.2f}x)"
+        )
     except ImportError:
         print("  (jax not installed: pip install jax to compare)")
 

@@ -56,7 +56,9 @@ class PlacementAttr(ParametrizedAttribute):
         if not self.device.data:
             raise VerifyException("placement device type must not be empty")
         if not shape or any(s <= 0 for s in shape):
-            raise VerifyException(f"placement rank array must be non-empty, got shape {list(shape)}")
+            raise VerifyException(
+                f"placement rank array must be non-empty, got shape {list(shape)}"
+            )
         if prod(shape) != len(ranks):
             raise VerifyException(
                 f"placement shape {list(shape)} holds {prod(shape)} ranks, got {len(ranks)}"

@@ -33,8 +33,8 @@ from xdsl.dialects.utils import EnumAttribute
 from xdsl.ir import Attribute, SpacedOpaqueSyntaxAttribute, SSAValue
 from xdsl.irdl import (
     AnyAttr,
-    ParamAttrConstraint,
     IRDLOperation,
+    ParamAttrConstraint,
     VarConstraint,
     base,
     irdl_attr_definition,
@@ -103,10 +103,10 @@ class FlowOp(IRDLOperation):
         return {}
 
     @classmethod
-    def make(cls, *operands: SSAValue, encoding: Attribute = NoneAttr(), **params) -> FlowOp:
+    def make(cls, *operands: SSAValue, encoding: Attribute | None = None, **params) -> FlowOp:
         """Create the op with its inferred result type (the frontend's entry point)."""
         ty = cls.infer([o.type for o in operands], **params)
-        if encoding != NoneAttr():
+        if encoding is not None and encoding != NoneAttr():
             ty = TensorType(ty.element_type, ty.get_shape(), encoding)
         return cls(operands=list(operands), result_types=[ty], properties=cls._props(**params))
 
@@ -167,7 +167,9 @@ class BinaryOp(ElementwiseOp):
     def infer(cls, operand_types, **params):
         lhs, rhs = (_tensor(t, cls.name, "operands") for t in operand_types)
         if lhs != rhs:
-            raise _err(cls.name, f"requires both operands to have the same type, got {lhs} and {rhs}")
+            raise _err(
+                cls.name, f"requires both operands to have the same type, got {lhs} and {rhs}"
+            )
         el = lhs.element_type
         if cls.FLOAT_ONLY and not is_float(el):
             raise _err(cls.name, f"expected floating-point operands, got {lhs}")
@@ -246,7 +248,9 @@ class CompareOp(ElementwiseOp):
     def infer(cls, operand_types, *, direction: str):
         lhs, rhs = (_tensor(t, cls.name, "operands") for t in operand_types)
         if lhs != rhs:
-            raise _err(cls.name, f"requires both operands to have the same type, got {lhs} and {rhs}")
+            raise _err(
+                cls.name, f"requires both operands to have the same type, got {lhs} and {rhs}"
+            )
         if direction not in {d.value for d in CompareDirection}:
             raise _err(cls.name, f"expected direction in eq/ne/lt/le/gt/ge, got {direction!r}")
         return TensorType(i1, lhs.get_shape(), lhs.encoding)
@@ -338,15 +342,15 @@ class MatmulOp(FlowOp):
         lhs, rhs = (_tensor(t, cls.name, "operands") for t in operand_types)
         ls, rs = lhs.get_shape(), rhs.get_shape()
         if len(ls) < 2 or len(ls) != len(rs):
-            raise _err(
-                cls.name, f"expected operands of equal rank >= 2, got {lhs} and {rhs}"
-            )
+            raise _err(cls.name, f"expected operands of equal rank >= 2, got {lhs} and {rhs}")
         if lhs.element_type != rhs.element_type:
             raise _err(cls.name, f"expected equal element types, got {lhs} and {rhs}")
         if not (is_float(lhs.element_type) or is_int(lhs.element_type)):
             raise _err(cls.name, f"expected float or integer operands, got {lhs}")
         if ls[:-2] != rs[:-2]:
-            raise _err(cls.name, f"expected equal batch dims, got {list(ls[:-2])} and {list(rs[:-2])}")
+            raise _err(
+                cls.name, f"expected equal batch dims, got {list(ls[:-2])} and {list(rs[:-2])}"
+            )
         if ls[-1] != rs[-2]:
             raise _err(
                 cls.name,
@@ -451,9 +455,7 @@ class TransposeOp(FlowOp):
         shape = ty.get_shape()
         perm = _dims(permutation, len(shape), cls.name, "permutation entries")
         if len(perm) != len(shape):
-            raise _err(
-                cls.name, f"expected a permutation of {len(shape)} dims, got {list(perm)}"
-            )
+            raise _err(cls.name, f"expected a permutation of {len(shape)} dims, got {list(perm)}")
         return TensorType(ty.element_type, [shape[p] for p in perm])
 
     def params(self):
@@ -533,7 +535,7 @@ class ConstantOp(FlowOp):
         return {"value": self.value}
 
     @classmethod
-    def make(cls, *operands, encoding=NoneAttr(), value: DenseIntOrFPElementsAttr):
+    def make(cls, *operands, encoding=None, value: DenseIntOrFPElementsAttr):
         return cls(value)
 
 

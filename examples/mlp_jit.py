@@ -1,6 +1,6 @@
 """A small MLP forward pass compiled with `flow.jit` on cpu, checked against numpy.
 
-    python examples/mlp_jit.py [--target cpu|vulkan] [--show-ir]
+python examples/mlp_jit.py [--target cpu|vulkan] [--show-ir]
 """
 
 from __future__ import annotations
@@ -45,8 +45,10 @@ def main() -> None:
     err = float(np.max(np.abs(out.numpy() - expected)))
     print(f"output {tuple(out.shape)} {out.dtype} on {args.target}")
     print(out.numpy()[:2])
-    print(f"first call (trace + compile + run): {(t1 - t0) * 1e3:.1f} ms; "
-          f"cached call: {(t2 - t1) * 1e3:.2f} ms")
+    print(
+        f"first call (trace + compile + run): {(t1 - t0) * 1e3:.1f} ms; "
+        f"cached call: {(t2 - t1) * 1e3:.2f} ms"
+    )
     print(f"max abs error vs numpy: {err:.3e}")
     if not err < 1e-3:
         raise SystemExit(f"mismatch against numpy: max abs error {err}")

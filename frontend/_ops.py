@@ -48,8 +48,11 @@ def _shape_arg(op: str, size) -> tuple[int, ...]:
         size = tuple(size[0])
     for s in size:
         if not isinstance(s, (int, np.integer)) or s < 0:
-            raise op_error(op, f"expected a shape of non-negative ints, got {list(size)}",
-                           cls=TypeError if not isinstance(s, (int, np.integer)) else ValueError)
+            raise op_error(
+                op,
+                f"expected a shape of non-negative ints, got {list(size)}",
+                cls=TypeError if not isinstance(s, (int, np.integer)) else ValueError,
+            )
     return tuple(int(s) for s in size)
 
 
@@ -124,7 +127,9 @@ def broadcast_to(x: Tensor, shape) -> Tensor:
 def expand(x: Tensor, *sizes) -> Tensor:
     sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
     offset = len(sizes) - x.ndim
-    shape = tuple(x.shape[i - offset] if s == -1 and i >= offset else s for i, s in enumerate(sizes))
+    shape = tuple(
+        x.shape[i - offset] if s == -1 and i >= offset else s for i, s in enumerate(sizes)
+    )
     return broadcast_to(x, shape)
 
 
@@ -328,8 +333,12 @@ def max(input, other=None) -> Tensor:  # noqa: A001
         return amax(input)
     if isinstance(other, Tensor):
         return maximum(input, other)
-    raise op_error("max", "max(input, dim) returning (values, indices) is not available yet; "
-                          "use flow.amax(input, dim) for the values", cls=NotImplementedError)
+    raise op_error(
+        "max",
+        "max(input, dim) returning (values, indices) is not available yet; "
+        "use flow.amax(input, dim) for the values",
+        cls=NotImplementedError,
+    )
 
 
 def min(input, other=None) -> Tensor:  # noqa: A001
@@ -338,8 +347,12 @@ def min(input, other=None) -> Tensor:  # noqa: A001
         return amin(input)
     if isinstance(other, Tensor):
         return minimum(input, other)
-    raise op_error("min", "min(input, dim) returning (values, indices) is not available yet; "
-                          "use flow.amin(input, dim) for the values", cls=NotImplementedError)
+    raise op_error(
+        "min",
+        "min(input, dim) returning (values, indices) is not available yet; "
+        "use flow.amin(input, dim) for the values",
+        cls=NotImplementedError,
+    )
 
 
 # --------------------------------------------------------------------------- shapes
@@ -347,7 +360,9 @@ def min(input, other=None) -> Tensor:  # noqa: A001
 
 def reshape(input: Tensor, *shape) -> Tensor:
     x = _as_tensor(input)
-    shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else list(shape)
+    shape = (
+        list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else list(shape)
+    )
     if shape.count(-1) > 1:
         raise op_error("reshape", f"only one dim can be -1, got {shape}")
     if -1 in shape:
@@ -397,7 +412,9 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
     if dim is None:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
     else:
-        dims = {normalize_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {
+            normalize_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)
+        }
         dims = {d for d in dims if x.shape[d] == 1}
     return reshape(x, *(s for i, s in enumerate(x.shape) if i not in dims))
 

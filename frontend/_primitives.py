@@ -96,6 +96,7 @@ def _strip_op_prefix(msg: str) -> str:
 
 # --------------------------------------------------------------------------- elementwise
 
+
 def _trunc_div(a, b):
     if np.issubdtype(a.dtype, np.integer):
         q = np.abs(a) // np.abs(b)
@@ -152,6 +153,7 @@ def cast(x, *, dtype):
 
 # --------------------------------------------------------------------------- structured
 
+
 @primitive("matmul", fd.MatmulOp)
 def matmul(a, b):
     return np.matmul(a, b)
@@ -188,6 +190,7 @@ def broadcast_in_dim(x, *, dims, shape):
 
 
 # --------------------------------------------------------------------------- creation
+
 
 def _full_to_ir(p: dict) -> dict:
     dt: _dtypes.dtype = p["dtype"]

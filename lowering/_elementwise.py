@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from flow.dialect import ops as flow
-from flow.dialect.ops import is_bool, is_float
 from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import IntegerAttr, IntegerType, Signedness, TensorType, f32, i1, i64
 from xdsl.ir import Attribute, Operation, SSAValue
+
+from flow.dialect import ops as flow
+from flow.dialect.ops import is_bool, is_float
 
 from ._linalg_builders import Lowered, binary, build, elementwise, scalar_constant, unary
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import TypeVar
 
-from flow.dialect.ops import is_float
 from xdsl.dialects import arith, tensor
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -31,6 +30,8 @@ from xdsl.dialects.linalg.attrs import IteratorTypeAttr
 from xdsl.dialects.linalg.ops import FillOp, GenericOp, YieldOp
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
+
+from flow.dialect.ops import is_float
 
 PARALLEL = IteratorTypeAttr.parallel()
 REDUCTION = IteratorTypeAttr.reduction()

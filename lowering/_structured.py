@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from math import prod
 
-from flow.dialect import ops as flow
-from flow.dialect.ops import is_float
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
+
+from flow.dialect import ops as flow
+from flow.dialect.ops import is_float
 
 from ._linalg_builders import (
     Lowered,

@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from flow.dialect.attrs import DistAttr
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, TensorType, UnknownLoc
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
+
+from flow.dialect.attrs import DistAttr
 
 from ._elementwise import RULES as _ELEMENTWISE_RULES
 from ._elementwise import check_element_type

@@ -7,7 +7,9 @@ import os
 import numpy as np
 import pytest
 
-os.environ.setdefault("FLOW_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "flow-tests"))
+os.environ.setdefault(
+    "FLOW_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "flow-tests")
+)
 
 
 @pytest.fixture

@@ -103,8 +103,13 @@ def run_target_tool(prog: str, body: Callable[[], None], traceback: bool) -> int
     """`run_reporting_errors` for tools that compile or run modules through `flow.targets`."""
     from flow.targets import CompileError, RuntimeUnavailableError
 
-    return run_reporting_errors(prog, body, where=lambda: prog, traceback=traceback,
-                                expected=(CompileError, RuntimeUnavailableError))
+    return run_reporting_errors(
+        prog,
+        body,
+        where=lambda: prog,
+        traceback=traceback,
+        expected=(CompileError, RuntimeUnavailableError),
+    )
 
 
 def _report(message: str, traceback: bool) -> None:

@@ -21,11 +21,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", default="cpu", help=f"one of: {', '.join(TARGETS)}")
     parser.add_argument("--emit", choices=("flow", "linalg", "vmfb"), default="vmfb")
     parser.add_argument("-o", "--output", default="-", help="output file ('-' for stdout)")
-    parser.add_argument("--iree-flag", action="append", default=[], metavar="FLAG",
-                        help="extra flag passed to the IREE compiler (repeatable)")
+    parser.add_argument(
+        "--iree-flag",
+        action="append",
+        default=[],
+        metavar="FLAG",
+        help="extra flag passed to the IREE compiler (repeatable)",
+    )
     parser.add_argument("--no-cache", action="store_true", help="bypass the compile cache")
-    parser.add_argument("--traceback", action="store_true",
-                        help="show the Python traceback of internal errors")
+    parser.add_argument(
+        "--traceback", action="store_true", help="show the Python traceback of internal errors"
+    )
     args = parser.parse_args(argv)
     return run_target_tool("flow-compile", lambda: _compile(args), args.traceback)
 

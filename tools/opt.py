@@ -10,12 +10,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from flow.lowering import expand_pipeline, get_all_passes
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from flow.lowering import expand_pipeline, get_all_passes
+
 from ._driver import run_reporting_errors
+
+HANDOFF_PIPELINES = ("flow-to-iree-input",)
+"""Pipelines whose output is IREE input; flow-opt prints it in generic form (DESIGN §2)."""
 
 
 class FlowOptMain(xDSLOptMain):
@@ -56,6 +60,10 @@ class FlowOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         # Expand named pipelines so --print-between-passes and errors see each pass;
         # unknown names raise UnknownPassError listing the registered passes.
+        named = [s.strip() for s in self.args.passes.split(",") if s.strip()]
+        if named and named[-1] in HANDOFF_PIPELINES:
+            # Its output is what IREE receives: print it the way it is handed over.
+            self.args.print_op_generic = True
         self.args.passes = ",".join(str(s) for s in expand_pipeline(self.args.passes))
         super().setup_pipeline()
         inner = self.pipeline.callback

@@ -1,7 +1,7 @@
 """`flow-run`: run a function of a compiled `.vmfb`, or launch a Python script.
 
-    flow-run module.vmfb --function main --input x.npy --input 2x2xf32=1,2,3,4
-    flow-run script.py [args...]
+flow-run module.vmfb --function main --input x.npy --input 2x2xf32=1,2,3,4
+flow-run script.py [args...]
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ def parse_input(spec: str) -> np.ndarray:
             fail(f"input file not found: {spec}")
         return np.load(spec, allow_pickle=False)
     if "=" not in spec:
-        fail(f"cannot parse input {spec!r}; expected FILE.npy or SHAPExTYPE=v1,v2,... "
-             "(e.g. 2x2xf32=1,2,3,4)")
+        fail(
+            f"cannot parse input {spec!r}; expected FILE.npy or SHAPExTYPE=v1,v2,... "
+            "(e.g. 2x2xf32=1,2,3,4)"
+        )
     ty, values = spec.split("=", 1)
     *dims, el = ty.split("x")
     if el not in _DTYPES or not all(d.isdigit() for d in dims):
@@ -56,10 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", action="append", default=[], metavar="X")
     parser.add_argument("--target", default="cpu")
     parser.add_argument("--driver", default=None, help="override the target's runtime driver")
-    parser.add_argument("--output", action="append", default=[], metavar="FILE.npy",
-                        help="save result i to the i-th --output file")
-    parser.add_argument("--traceback", action="store_true",
-                        help="show the Python traceback of internal errors")
+    parser.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        metavar="FILE.npy",
+        help="save result i to the i-th --output file",
+    )
+    parser.add_argument(
+        "--traceback", action="store_true", help="show the Python traceback of internal errors"
+    )
     args = parser.parse_args(argv)
     return run_target_tool("flow-run", lambda: _run_module(args), args.traceback)
 

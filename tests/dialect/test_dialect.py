@@ -5,9 +5,7 @@ Every `infer` error names the op, what it expected and what it got.
 
 from __future__ import annotations
 
-import flow.dialect as fd
 import pytest
-from flow.dialect import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of, make_context
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
@@ -22,6 +20,9 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.parser import Parser
 from xdsl.utils.exceptions import ParseError, VerifyException
+
+import flow.dialect as fd
+from flow.dialect import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of, make_context
 
 
 def t(el, *shape, encoding=None):

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import itertools
 
-import flow.dialect as fd
 import numpy as np
 import pytest
 from _lowering_build import function, module, tensor
-from flow.lowering import run_pipeline, to_iree_text
 from xdsl.dialects.builtin import (
     BFloat16Type,
     DenseIntOrFPElementsAttr,
@@ -27,6 +25,9 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
+
+import flow.dialect as fd
+from flow.lowering import run_pipeline, to_iree_text
 
 FLOATS = (Float16Type(), BFloat16Type(), f32, f64)
 INTS = (i8, i32, i64)

@@ -6,9 +6,12 @@ import os
 import subprocess
 import sys
 
-import flow.dialect as fd
 import pytest
 from _lowering_build import function, module, tensor
+from xdsl.dialects.builtin import FloatAttr, TensorType, f32
+from xdsl.passes import PassPipeline
+
+import flow.dialect as fd
 from flow.dialect import DistAttr, PlacementAttr, SbpAttr, make_context
 from flow.lowering import (
     PIPELINES,
@@ -20,8 +23,6 @@ from flow.lowering import (
     run_pipeline,
     to_iree_text,
 )
-from xdsl.dialects.builtin import FloatAttr, TensorType, f32
-from xdsl.passes import PassPipeline
 
 
 def _mlp():
@@ -148,9 +149,10 @@ def test_lowering_keeps_op_locations():
 
 
 def test_lowering_error_names_the_source_location():
-    from flow.lowering.lower_to_linalg import lower_module
     from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
     from xdsl.utils.exceptions import PassFailedException
+
+    from flow.lowering.lower_to_linalg import lower_module
 
     dist = DistAttr(PlacementAttr.get("cpu", [0, 1]), SbpAttr.get(["B"]))
     loc = FileLineColLoc(StringAttr("model.py"), IntAttr(7), IntAttr(3))

@@ -25,11 +25,11 @@ from flow.targets import (
     UnknownFunctionError,
     UnknownTargetError,
     available,
+    cache,
     compile_mlir,
     get_target,
     load,
 )
-from flow.targets import cache
 
 # What our lowering hands to IREE: func/arith/tensor/linalg in generic form.
 MODULE = """\

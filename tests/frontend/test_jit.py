@@ -1,0 +1,157 @@
+"""flow.jit: staging, per-signature caching, pytrees, targets and error reporting."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flow
+from flow import targets
+
+
+def mlp(x, w1, b1, w2, b2):
+    return flow.relu(x @ w1 + b1) @ w2 + b2
+
+
+def _params(rng, batch=4):
+    shapes = [(batch, 8), (8, 16), (16,), (16, 3), (3,)]
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def _np_mlp(x, w1, b1, w2, b2):
+    return np.maximum(x @ w1 + b1, 0) @ w2 + b2
+
+
+def test_staged_lower_compile_call(rng):
+    args = _params(rng)
+    lowered = flow.jit(mlp).lower(*args)
+    text = lowered.as_text()
+    assert "func.func @mlp(%x: tensor<4x8xf32>" in text
+    assert text.count("flow.matmul") == 2
+    compiled = lowered.compile(target="cpu")
+    assert compiled.target == "cpu" and b"module.fb" in compiled.vmfb[:128]  # a .vmfb archive
+    np.testing.assert_allclose(compiled(*args).numpy(), _np_mlp(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_compiles_once_per_signature(rng):
+    calls = []
+
+    def f(x, y):
+        calls.append(1)  # runs only while tracing
+        return x * y + 1
+
+    jf = flow.jit(f)
+    a, b = (
+        rng.standard_normal((2, 3)).astype(np.float32),
+        rng.standard_normal((2, 3)).astype(np.float32),
+    )
+    for _ in range(3):
+        np.testing.assert_allclose(jf(a, b).numpy(), a * b + 1, rtol=1e-6)
+    assert len(calls) == 1
+    jf(a[:1], b[:1])  # new shape: traced again
+    jf(a.astype(np.float64), b.astype(np.float64))  # new dtype: traced again
+    assert len(calls) == 3
+
+
+def test_tensor_and_numpy_arguments_share_a_signature(rng):
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x + x
+
+    jf = flow.jit(f)
+    a = rng.standard_normal(5).astype(np.float32)
+    jf(a)
+    jf(flow.tensor(a))
+    assert len(calls) == 1
+
+
+def test_pytree_inputs_and_outputs(rng):
+    @flow.jit
+    def f(params, x, scale):
+        h = x @ params["w"] + params["b"]
+        return {"out": h * scale, "parts": (h, flow.sum(h))}
+
+    p = {"w": rng.standard_normal((3, 2)).astype(np.float32), "b": np.ones(2, np.float32)}
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    out = f(p, x, 2.0)
+    h = x @ p["w"] + p["b"]
+    np.testing.assert_allclose(out["out"].numpy(), 2 * h, rtol=1e-5)
+    np.testing.assert_allclose(out["parts"][0].numpy(), h, rtol=1e-5)
+    np.testing.assert_allclose(out["parts"][1].numpy(), h.sum(), rtol=1e-5)
+    assert f(p, x, 3.0)["out"].numpy() == pytest.approx(3 * h, rel=1e-5)  # static arg retraces
+
+
+def test_compiled_rejects_a_different_signature(rng):
+    args = _params(rng)
+    compiled = flow.jit(mlp).lower(*args).compile()
+    with pytest.raises(TypeError, match=r"compiled for arguments .*float32\[4, 8\].* called with"):
+        compiled(args[0][:2], *args[1:])
+
+
+def test_shape_error_names_op_shapes_and_user_line(rng):
+    def bad(x, w):
+        return flow.matmul(x, w)  # the offending line
+
+    with pytest.raises(ValueError) as info:
+        flow.jit(bad).lower(np.ones((2, 3), np.float32), np.ones((4, 5), np.float32))
+    msg = str(info.value)
+    assert msg.startswith("matmul:")
+    assert "[2, 3]" in msg and "[4, 5]" in msg
+    assert "test_jit.py" in msg and "the offending line" in msg
+
+
+def test_broadcast_error_in_trace(rng):
+    with pytest.raises(ValueError, match=r"add: shapes \[2, 3\] and \[4\] are not broadcastable"):
+        flow.jit(lambda a, b: a + b).lower(np.ones((2, 3), np.float32), np.ones(4, np.float32))
+
+
+def test_eager_and_jit_raise_the_same_error():
+    a, b = np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)
+    msgs = []
+    for run in (
+        lambda: flow.matmul(flow.tensor(a), flow.tensor(b)),
+        lambda: flow.jit(flow.matmul).lower(a, b),
+    ):
+        with pytest.raises(ValueError) as info:
+            run()
+        msgs.append(str(info.value).splitlines()[0])
+    assert msgs[0] == msgs[1]
+
+
+def test_numpy_inside_trace_is_a_clear_error():
+    def f(x):
+        return x.numpy()
+
+    with pytest.raises(RuntimeError, match="being traced inside flow.jit"):
+        flow.jit(f).lower(np.ones(2, np.float32))
+
+
+def test_non_tensor_output_is_a_clear_error():
+    with pytest.raises(TypeError, match="must return tensors"):
+        flow.jit(lambda x: 3).lower(np.ones(2, np.float32))
+
+
+def test_unknown_target_lists_targets():
+    with pytest.raises(ValueError, match="expected one of: cpu, cuda, rocm, vulkan"):
+        flow.jit(mlp, target="tpu")
+
+
+def test_returning_an_input_and_a_captured_tensor(rng):
+    w = flow.tensor(rng.standard_normal(3).astype(np.float32))
+    x = rng.standard_normal(3).astype(np.float32)
+    a, b = flow.jit(lambda x: (x, w))(x)
+    np.testing.assert_array_equal(a.numpy(), x)
+    np.testing.assert_array_equal(b.numpy(), w.numpy())
+
+
+@pytest.mark.skipif(
+    "vulkan" not in targets.available(),
+    reason="no Vulkan device here (install mesa-vulkan-drivers for lavapipe)",
+)
+def test_mlp_on_vulkan_matches_cpu(rng):
+    args = _params(rng)
+    cpu = flow.jit(mlp)(*args).numpy()
+    vk = flow.jit(mlp, target="vulkan")(*args).numpy()
+    np.testing.assert_allclose(vk, cpu, rtol=1e-4, atol=1e-5)
