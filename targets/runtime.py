@@ -16,6 +16,7 @@ Results always come back as a tuple of ``numpy.ndarray``:
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -46,6 +47,10 @@ class RuntimeUnavailableError(RuntimeError):
 
 class LoadError(RuntimeError):
     """IREE could not load a module (not a VM flatbuffer, or built for another device)."""
+
+    def __init__(self, message: str, *, compiled_for: str | None = None):
+        super().__init__(message)
+        self.compiled_for = compiled_for
 
 
 class UnknownFunctionError(KeyError):
@@ -118,10 +123,27 @@ def load(
         vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
         context = rt.SystemContext(vm_modules=(vm_module,), config=config)
     except (RuntimeError, ValueError) as err:
+        built_for = _module_target(str(err))
+        if built_for is not None and built_for != tgt.name:
+            raise LoadError(
+                f"the module was compiled for target {built_for!r}, not {tgt.name!r}; "
+                f"load it with target={built_for!r}",
+                compiled_for=built_for,
+            ) from None
         raise LoadError(
             f"cannot load module for target {tgt.name!r} on driver {drv!r}: {err}"
         ) from None
     return Module(context, vm_module, tgt, drv)
+
+
+_IREE_DEVICE_TO_TARGET = {"local": "cpu", "llvm-cpu": "cpu", "cuda": "cuda", "hip": "rocm",
+                          "rocm": "rocm", "vulkan": "vulkan"}  # fmt: skip
+
+
+def _module_target(message: str) -> str | None:
+    """Our target name for the device a module asks for, from IREE's 'device not found' error."""
+    m = re.search(r'#hal\.device\.target<"([\w-]+)"', message)
+    return _IREE_DEVICE_TO_TARGET.get(m.group(1)) if m else None
 
 
 class Module:

@@ -36,7 +36,14 @@ def main(argv: list[str]) -> int:
             [sys.executable, "-m", "pytest", "-q", f"--junitxml={py_xml}", *argv]
         )
         lit_rc = subprocess.call(
-            [sys.executable, "-m", "lit", "-sv", f"--xunit-xml-output={lit_xml}", "tests/lit"]
+            [
+                sys.executable,
+                "-c",
+                "from lit.main import main; main()",
+                "-sv",
+                f"--xunit-xml-output={lit_xml}",
+                "tests/lit",
+            ]
         )
         py, lit = _junit_counts(py_xml), _junit_counts(lit_xml)
     problems = []

@@ -101,14 +101,11 @@ def run_reporting_errors(
 
 def run_target_tool(prog: str, body: Callable[[], None], traceback: bool) -> int:
     """`run_reporting_errors` for tools that compile or run modules through `flow.targets`."""
-    from flow.targets import CompileError, RuntimeUnavailableError
+    from flow.targets import CompileError, LoadError, RuntimeUnavailableError, UnknownFunctionError
 
+    expected = (CompileError, RuntimeUnavailableError, LoadError, UnknownFunctionError)
     return run_reporting_errors(
-        prog,
-        body,
-        where=lambda: prog,
-        traceback=traceback,
-        expected=(CompileError, RuntimeUnavailableError),
+        prog, body, where=lambda: prog, traceback=traceback, expected=expected
     )
 
 

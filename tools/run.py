@@ -73,22 +73,40 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_module(args) -> int:
-    from flow.targets import load
+    from flow.targets import LoadError, load
 
     if not os.path.exists(args.module):
         fail(f"module not found: {args.module}")
+    if args.module.endswith((".mlir", ".py")):
+        fail(f"{args.module} is not a compiled module; compile it with flow-compile first")
     with open(args.module, "rb") as f:
         vmfb = f.read()
     inputs = [parse_input(s) for s in args.input]
-    module = load(vmfb, args.target, driver=args.driver)
+    try:
+        module = load(vmfb, args.target, driver=args.driver)
+    except LoadError as err:
+        if err.compiled_for is None:
+            raise
+        fail(f"{args.module}: {err}: pass --target {err.compiled_for}")
     results = module[args.function](*inputs)
+    if len(args.output) > len(results):
+        fail(
+            f"{len(args.output)} --output files given, but {args.function} returns "
+            f"{len(results)} result(s)"
+        )
     for i, r in enumerate(results):
         r = np.asarray(r)
-        print(f"result[{i}]: {'x'.join(map(str, r.shape))}{'x' if r.shape else ''}{r.dtype}")
+        print(f"result[{i}]: {_type_name(r)}")
         print(np.array2string(r, threshold=64))
         if i < len(args.output):
             np.save(args.output[i], r)
     return 0
+
+
+def _type_name(r: np.ndarray) -> str:
+    """IREE-style `2x3xf32`."""
+    el = next((k for k, v in _DTYPES.items() if np.dtype(v) == r.dtype), str(r.dtype))
+    return "x".join([*map(str, r.shape), el])
 
 
 def _run_script(path: str, script_args: list[str]) -> int:

@@ -29,6 +29,16 @@ def _iree_tool(name: str) -> str:
     return shutil.which(name) or name
 
 
+def _iree_runtime_tool(name: str) -> str:
+    """A binary of the IREE runtime wheel (e.g. `iree-dump-module`), not its pyenv shim."""
+    spec = importlib.util.find_spec("iree._runtime_libs")
+    if spec and spec.submodule_search_locations:
+        path = os.path.join(spec.submodule_search_locations[0], name)
+        if os.path.exists(path):
+            return path
+    return shutil.which(name) or name
+
+
 def _filecheck() -> str:
     exe = shutil.which("filecheck")
     return exe if exe else f"{python} -m filecheck"
@@ -44,9 +54,11 @@ config.substitutions.extend(
         ("%python", python),
         (_tool("flow-opt"), f"{python} -m flow.tools.opt"),
         (_tool("flow-compile"), f"{python} -m flow.tools.compile"),
+        (_tool("flow-run"), f"{python} -m flow.tools.run"),
         (_tool("FileCheck"), _filecheck()),
         (_tool("iree-opt"), _iree_tool("iree-opt")),
         (_tool("iree-compile"), _iree_tool("iree-compile")),
+        (_tool("iree-dump-module"), _iree_runtime_tool("iree-dump-module")),
     ]
 )
 
