@@ -23,6 +23,7 @@ from xdsl.dialects.builtin import (
     Float64Type,
     FloatAttr,
     IntegerAttr,
+    I64,
     IntegerType,
     NoneAttr,
     TensorType,
@@ -188,13 +189,21 @@ class _FloatBinaryOp(BinaryOp):
 
 def _unary(op_name: str, doc: str, float_only: bool = True) -> type[UnaryOp]:
     parent = UnaryOp if float_only else _NumericUnaryOp
-    cls = type(op_name.title() + "Op", (parent,), {"name": f"flow.{op_name}", "__doc__": doc})
+    cls = type(
+        op_name[0].upper() + op_name[1:] + "Op",
+        (parent,),
+        {"name": f"flow.{op_name}", "__doc__": doc},
+    )
     return irdl_op_definition(cls)
 
 
 def _binary(op_name: str, doc: str, float_only: bool = False) -> type[BinaryOp]:
     parent = _FloatBinaryOp if float_only else BinaryOp
-    cls = type(op_name.title() + "Op", (parent,), {"name": f"flow.{op_name}", "__doc__": doc})
+    cls = type(
+        op_name[0].upper() + op_name[1:] + "Op",
+        (parent,),
+        {"name": f"flow.{op_name}", "__doc__": doc},
+    )
     return irdl_op_definition(cls)
 
 
@@ -213,6 +222,55 @@ DivOp = _binary("div", "Elementwise division (truncating for integers).")
 MaximumOp = _binary("maximum", "Elementwise maximum (NaN-propagating for floats).")
 MinimumOp = _binary("minimum", "Elementwise minimum (NaN-propagating for floats).")
 PowOp = _binary("pow", "Elementwise power x**y of floats.", float_only=True)
+RemOp = _binary("rem", "Elementwise remainder with the sign of the dividend (C fmod).")
+Atan2Op = _binary("atan2", "Elementwise atan2(y, x) of floats.", float_only=True)
+
+SinOp = _unary("sin", "Elementwise sine.")
+CosOp = _unary("cos", "Elementwise cosine.")
+TanOp = _unary("tan", "Elementwise tangent.")
+AsinOp = _unary("asin", "Elementwise arcsine.")
+AcosOp = _unary("acos", "Elementwise arccosine.")
+AtanOp = _unary("atan", "Elementwise arctangent.")
+SinhOp = _unary("sinh", "Elementwise hyperbolic sine.")
+CoshOp = _unary("cosh", "Elementwise hyperbolic cosine.")
+FloorOp = _unary("floor", "Elementwise floor.")
+CeilOp = _unary("ceil", "Elementwise ceiling.")
+RoundOp = _unary("round", "Elementwise round half to even (like torch.round).")
+TruncOp = _unary("trunc", "Elementwise round toward zero.")
+ErfOp = _unary("erf", "Elementwise error function.")
+Log1pOp = _unary("log1p", "Elementwise log(1 + x), accurate near 0.")
+Expm1Op = _unary("expm1", "Elementwise exp(x) - 1, accurate near 0.")
+Log2Op = _unary("log2", "Elementwise base-2 logarithm.")
+Log10Op = _unary("log10", "Elementwise base-10 logarithm.")
+
+
+class BitwiseOp(BinaryOp):
+    """Bitwise ops on integers; on i1 they are the logical and / or / xor."""
+
+    @classmethod
+    def infer(cls, operand_types, **params):
+        lhs, rhs = (_tensor(t, cls.name, "operands") for t in operand_types)
+        if lhs != rhs:
+            raise _err(
+                cls.name, f"requires both operands to have the same type, got {lhs} and {rhs}"
+            )
+        if not isinstance(lhs.element_type, IntegerType):
+            raise _err(cls.name, f"expected integer or i1 operands, got {lhs}")
+        return lhs
+
+
+def _bitwise(op_name: str, doc: str) -> type[BitwiseOp]:
+    cls = type(
+        op_name[0].upper() + op_name[1:] + "Op",
+        (BitwiseOp,),
+        {"name": f"flow.{op_name}", "__doc__": doc},
+    )
+    return irdl_op_definition(cls)
+
+
+AndOp = _bitwise("and", "Elementwise bitwise (logical for i1) and.")
+OrOp = _bitwise("or", "Elementwise bitwise (logical for i1) or.")
+XorOp = _bitwise("xor", "Elementwise bitwise (logical for i1) exclusive or.")
 
 
 class CompareDirection(StrEnum):
@@ -564,20 +622,55 @@ class FullOp(FlowOp):
         return {"value": value}
 
 
+@irdl_op_definition
+class IotaOp(FlowOp):
+    """Indices along `dim` of a tensor of static shape: `flow.iota dim = 1 -> tensor<2x3xi64>`."""
+
+    name = "flow.iota"
+    result = result_def(TensorType)
+    dimension = prop_def(IntegerAttr[I64])
+    traits = traits_def(Pure())
+    assembly_format = "`dim` `=` $dimension attr-dict `->` type($result)"
+
+    @classmethod
+    def infer(cls, operand_types, *, dim: int, shape: Sequence[int], element_type: Attribute):
+        shape = tuple(int(s) for s in shape)
+        if not 0 <= dim < len(shape):
+            raise _err(cls.name, f"expected dim in [0, {len(shape)}), got {dim}")
+        if not (is_float(element_type) or is_int(element_type)):
+            raise _err(cls.name, f"expected a float or integer element type, got {element_type}")
+        return TensorType(element_type, shape)
+
+    def params(self):
+        ty = self.result.type
+        return {
+            "dim": self.dimension.value.data,
+            "shape": ty.get_shape(),
+            "element_type": ty.element_type,
+        }
+
+    @classmethod
+    def _props(cls, *, dim: int, shape, element_type):
+        return {"dimension": IntegerAttr(int(dim), i64)}
+
+
 ELEMENTWISE_OPS: tuple[type[ElementwiseOp], ...] = (
     NegOp, AbsOp, ExpOp, LogOp, SqrtOp, RsqrtOp, TanhOp,
-    AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp,
+    SinOp, CosOp, TanOp, AsinOp, AcosOp, AtanOp, SinhOp, CoshOp, FloorOp, CeilOp, RoundOp,
+    TruncOp, ErfOp, Log1pOp, Expm1Op, Log2Op, Log10Op,
+    AddOp, SubOp, MulOp, DivOp, MaximumOp, MinimumOp, PowOp, RemOp, Atan2Op,
+    AndOp, OrOp, XorOp,
     CompareOp, SelectOp, CastOp,
 )  # fmt: skip
 
 STRUCTURED_OPS: tuple[type[FlowOp], ...] = (
-    MatmulOp, ReduceOp, ReshapeOp, TransposeOp, BroadcastInDimOp, ConstantOp, FullOp,
+    MatmulOp, ReduceOp, ReshapeOp, TransposeOp, BroadcastInDimOp, ConstantOp, FullOp, IotaOp,
 )  # fmt: skip
 
 ALL_OPS = ELEMENTWISE_OPS + STRUCTURED_OPS
 
 __all__ = [c.__name__ for c in ALL_OPS] + [
-    "CompareDirection", "CompareDirectionAttr", "ElementwiseOp", "FlowOp",
+    "CompareDirection", "CompareDirectionAttr", "ElementwiseOp", "FlowOp", "BitwiseOp",
     "ReduceKind", "ReduceKindAttr", "ELEMENTWISE_OPS", "STRUCTURED_OPS", "ALL_OPS",
     "is_float", "is_int", "is_bool",
 ]  # fmt: skip

@@ -127,6 +127,36 @@ div = _binary("div", fd.DivOp, _trunc_div)
 maximum = _binary("maximum", fd.MaximumOp, np.maximum)
 minimum = _binary("minimum", fd.MinimumOp, np.minimum)
 pow_ = _binary("pow", fd.PowOp, np.power)
+rem = _binary("rem", fd.RemOp, np.fmod)
+atan2 = _binary("atan2", fd.Atan2Op, np.arctan2)
+and_ = _binary("and", fd.AndOp, np.bitwise_and)
+or_ = _binary("or", fd.OrOp, np.bitwise_or)
+xor = _binary("xor", fd.XorOp, np.bitwise_xor)
+
+
+def _erf(x):
+    import math
+
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+sin = _unary("sin", fd.SinOp, np.sin)
+cos = _unary("cos", fd.CosOp, np.cos)
+tan = _unary("tan", fd.TanOp, np.tan)
+asin = _unary("asin", fd.AsinOp, np.arcsin)
+acos = _unary("acos", fd.AcosOp, np.arccos)
+atan = _unary("atan", fd.AtanOp, np.arctan)
+sinh = _unary("sinh", fd.SinhOp, np.sinh)
+cosh = _unary("cosh", fd.CoshOp, np.cosh)
+floor = _unary("floor", fd.FloorOp, np.floor)
+ceil = _unary("ceil", fd.CeilOp, np.ceil)
+round_ = _unary("round", fd.RoundOp, np.round)
+trunc = _unary("trunc", fd.TruncOp, np.trunc)
+erf = _unary("erf", fd.ErfOp, _erf)
+log1p = _unary("log1p", fd.Log1pOp, np.log1p)
+expm1 = _unary("expm1", fd.Expm1Op, np.expm1)
+log2 = _unary("log2", fd.Log2Op, np.log2)
+log10 = _unary("log10", fd.Log10Op, np.log10)
 
 _COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
             "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
@@ -190,6 +220,22 @@ def broadcast_in_dim(x, *, dims, shape):
 
 
 # --------------------------------------------------------------------------- creation
+
+
+@primitive(
+    "iota",
+    fd.IotaOp,
+    to_ir=lambda p: {
+        "dim": p["dim"],
+        "shape": tuple(p["shape"]),
+        "element_type": p["dtype"].ir_type,
+    },
+)
+def iota(*, dim, shape, dtype):
+    idx = np.arange(shape[dim], dtype=dtype.np_dtype)
+    view = [1] * len(shape)
+    view[dim] = shape[dim]
+    return np.broadcast_to(idx.reshape(view), shape)
 
 
 def _full_to_ir(p: dict) -> dict:

@@ -159,6 +159,10 @@ def _install_methods() -> None:
         "permute": o.permute, "t": o.t, "expand": o.expand, "broadcast_to": o.broadcast_to,
         "squeeze": o.squeeze, "unsqueeze": o.unsqueeze, "flatten": o.flatten, "to": o.to,
     }  # fmt: skip
+    from . import _movement, _random, _window
+
+    for family in (_movement, _window, _random):
+        methods.update(family.TENSOR_METHODS)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
     Tensor.T = property(lambda self: o.permute(self, *reversed(range(self.ndim))))

@@ -17,6 +17,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from flow.dialect import ops as flow
 from flow.dialect.ops import is_bool, is_float
 
+from ._upstream import RemFOp
 from ._linalg_builders import Lowered, binary, build, elementwise, scalar_constant, unary
 
 
@@ -34,6 +35,23 @@ _FLOAT_UNARY: dict[type[Operation], type[Operation]] = {
     flow.RsqrtOp: math.RsqrtOp,
     flow.TanhOp: math.TanhOp,
     flow.NegOp: arith.NegfOp,
+    flow.SinOp: math.SinOp,
+    flow.CosOp: math.CosOp,
+    flow.TanOp: math.TanOp,
+    flow.AsinOp: math.AsinOp,
+    flow.AcosOp: math.AcosOp,
+    flow.AtanOp: math.AtanOp,
+    flow.SinhOp: math.SinhOp,
+    flow.CoshOp: math.CoshOp,
+    flow.FloorOp: math.FloorOp,
+    flow.CeilOp: math.CeilOp,
+    flow.RoundOp: math.RoundEvenOp,
+    flow.TruncOp: math.TruncOp,
+    flow.ErfOp: math.ErfOp,
+    flow.Log1pOp: math.Log1pOp,
+    flow.Expm1Op: math.ExpM1Op,
+    flow.Log2Op: math.Log2Op,
+    flow.Log10Op: math.Log10Op,
 }
 
 
@@ -66,6 +84,11 @@ _BINARY: dict[type[Operation], tuple[type[Operation], type[Operation] | None]] =
     flow.MaximumOp: (arith.MaximumfOp, arith.MaxSIOp),
     flow.MinimumOp: (arith.MinimumfOp, arith.MinSIOp),
     flow.PowOp: (math.PowFOp, None),
+    flow.RemOp: (RemFOp, arith.RemSIOp),
+    flow.Atan2Op: (math.Atan2Op, None),
+    flow.AndOp: (None, arith.AndIOp),
+    flow.OrOp: (None, arith.OrIOp),
+    flow.XorOp: (None, arith.XOrIOp),
 }
 
 

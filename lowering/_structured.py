@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from math import prod
 
-from xdsl.dialects import arith
-from xdsl.dialects.builtin import IntegerType, TensorType
+from xdsl.dialects import arith, linalg
+from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, TensorType, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from flow.dialect import ops as flow
@@ -22,6 +22,7 @@ from ._linalg_builders import (
     Lowered,
     affine_map,
     binary,
+    build,
     collapse,
     constant,
     empty,
@@ -201,7 +202,31 @@ def _lower_full(op: flow.FullOp) -> Lowered:
     return [cst, *ops], value
 
 
+def _lower_iota(op: flow.IotaOp) -> Lowered:
+    """An all-parallel `linalg.generic` with no inputs whose body casts `linalg.index`."""
+    ty = op.result.type
+    el = ty.element_type
+    rank = len(ty.get_shape())
+    dim = op.dimension.value.data
+
+    def body(args: Sequence[SSAValue]) -> Lowered:
+        idx = build(linalg.IndexOp, (), (IndexType(),), {"dim": IntegerAttr(dim, i64)})
+        as_int = build(arith.IndexCastOp, (idx.results[0],), (i64,))
+        ops: list[Operation] = [idx, as_int]
+        value = as_int.results[0]
+        if is_float(el):
+            ops.append(build(arith.SIToFPOp, (value,), (el,)))
+        elif el != i64:
+            ops.append(build(arith.TruncIOp, (value,), (el,)))
+        return ops, ops[-1].results[0]
+
+    init = empty(ty)
+    gen = generic([], init.tensor, [identity_map(rank)], iterators((False,) * rank), body)
+    return [init, gen], gen.results[0]
+
+
 RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
+    flow.IotaOp: _lower_iota,
     flow.MatmulOp: _lower_matmul,
     flow.ReduceOp: _lower_reduce,
     flow.TransposeOp: _lower_transpose,

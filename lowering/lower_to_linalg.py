@@ -22,14 +22,16 @@ from xdsl.utils.exceptions import PassFailedException
 
 from flow.dialect.attrs import DistAttr
 
-from ._elementwise import RULES as _ELEMENTWISE_RULES
+from . import _elementwise, _movement, _random, _structured, _window
 from ._elementwise import check_element_type
 from ._linalg_builders import Lowered
-from ._structured import RULES as _STRUCTURED_RULES
 
 RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
-    **_ELEMENTWISE_RULES,
-    **_STRUCTURED_RULES,
+    **_elementwise.RULES,
+    **_structured.RULES,
+    **_movement.RULES,
+    **_window.RULES,
+    **_random.RULES,
 }
 """The lowering of each flow op class."""
 

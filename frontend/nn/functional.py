@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from .. import _window
 from .._ops import matmul, relu, t
 from .._tensor import Tensor
+from . import _activations, _losses, _norms
+from ._activations import *  # noqa: F403  (each module lists its functions in __all__)
+from ._losses import *  # noqa: F403
+from ._norms import *  # noqa: F403
+from .._window import *  # noqa: F403
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -12,4 +18,5 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-__all__ = ["linear", "relu"]
+__all__ = ["linear", "relu", *_activations.__all__, *_losses.__all__, *_norms.__all__,
+           *_window.__all__]  # fmt: skip

@@ -181,12 +181,60 @@ INFER_ERRORS = [
 ]  # fmt: skip
 INFER_ERRORS += [
     (op, [t(i32, 2)], {}, rf"'{op.name}' op expected a floating-point tensor, got tensor<2xi32>")
-    for op in (fd.ExpOp, fd.LogOp, fd.SqrtOp, fd.RsqrtOp, fd.TanhOp)
+    for op in (
+        fd.ExpOp,
+        fd.LogOp,
+        fd.SqrtOp,
+        fd.RsqrtOp,
+        fd.TanhOp,
+        fd.SinOp,
+        fd.CosOp,
+        fd.TanOp,
+        fd.AsinOp,
+        fd.AcosOp,
+        fd.AtanOp,
+        fd.SinhOp,
+        fd.CoshOp,
+        fd.FloorOp,
+        fd.CeilOp,
+        fd.RoundOp,
+        fd.TruncOp,
+        fd.ErfOp,
+        fd.Log1pOp,
+        fd.Expm1Op,
+        fd.Log2Op,
+        fd.Log10Op,
+    )
+]
+INFER_ERRORS += [
+    (
+        op,
+        [t(f32, 2), t(f32, 2)],
+        {},
+        rf"'{op.name}' op expected integer or i1 operands, got tensor<2xf32>",
+    )
+    for op in (fd.AndOp, fd.OrOp, fd.XorOp)
+]
+INFER_ERRORS += [
+    (fd.Atan2Op, [t(i32, 2), t(i32, 2)], {}, r"'flow.atan2' op expected floating-point operands"),
+    (
+        fd.IotaOp,
+        [],
+        {"dim": 2, "shape": [2, 3], "element_type": i32},
+        r"'flow.iota' op expected dim in \[0, 2\), got 2",
+    ),
+    (
+        fd.IotaOp,
+        [],
+        {"dim": 0, "shape": [2], "element_type": i1},
+        r"'flow.iota' op expected a float or integer element type, got i1",
+    ),
 ]
 INFER_ERRORS += [
     (op, [t(f32, 2), t(f32, 3)], {},
      rf"'{op.name}' op requires both operands to have the same type, got tensor<2xf32> and tensor<3xf32>")
-    for op in (fd.AddOp, fd.SubOp, fd.MulOp, fd.DivOp, fd.MaximumOp, fd.MinimumOp, fd.PowOp)
+    for op in (fd.AddOp, fd.SubOp, fd.MulOp, fd.DivOp, fd.MaximumOp, fd.MinimumOp, fd.PowOp,
+               fd.RemOp, fd.Atan2Op)
 ]  # fmt: skip
 
 
@@ -201,7 +249,8 @@ def test_infer_error_names_op_expected_and_actual(op, types, params, match):
 
 
 def test_every_op_has_an_infer_error_case():
-    assert {c[0] for c in INFER_ERRORS} >= set(fd.ALL_OPS) - {fd.ConstantOp}
+    # The core family; movement / window / random ops have their own test files.
+    assert {c[0] for c in INFER_ERRORS} >= set(fd.ops.ALL_OPS) - {fd.ConstantOp}
 
 
 def test_make_builds_ops_that_verify_and_report_their_params():

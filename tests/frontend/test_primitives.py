@@ -4,31 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from checks import check as _check
+from checks import data as _data
 
 import flow
 
 F32 = np.float32
-
-
-def _data(rng, shape, dtype=F32, positive=False):
-    if np.dtype(dtype).kind == "f":
-        x = rng.standard_normal(shape).astype(dtype)
-        return np.abs(x) + 0.5 if positive else x
-    if np.dtype(dtype) == np.bool_:
-        return rng.random(shape) > 0.5
-    return rng.integers(-20, 20, shape).astype(dtype)
-
-
-def _check(fn, ref, *args, rtol=1e-5, atol=1e-6):
-    """fn eagerly and compiled both match the numpy reference."""
-    expected = ref(*args)
-    eager = fn(*(flow.tensor(a) if isinstance(a, np.ndarray) else a for a in args))
-    got = flow.jit(fn)(*args)
-    for out in (eager, got):
-        assert isinstance(out, flow.Tensor)
-        assert out.shape == expected.shape, (out.shape, expected.shape)
-        assert out.dtype.np_dtype == expected.dtype, (out.dtype, expected.dtype)
-        np.testing.assert_allclose(out.numpy(), expected, rtol=rtol, atol=atol)
 
 
 UNARY = [

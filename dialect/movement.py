@@ -1,0 +1,8 @@
+"""The flow dialect's movement ops (see dialect/ops.py for the shared base classes)."""
+
+from __future__ import annotations
+
+OPS: tuple = ()
+ATTRS: tuple = ()
+
+__all__: list[str] = []
