@@ -23,8 +23,8 @@ from ._jit import Compiled, Lowered, jit
 from ._movement import *  # noqa: F403  (each module lists its public ops in __all__)
 from ._ops import *  # noqa: F403
 from ._random import *  # noqa: F403
-from ._window import *  # noqa: F403
 from ._tensor import Size, Tensor, _install_methods
+from ._window import *  # noqa: F403
 
 _install_methods()
 

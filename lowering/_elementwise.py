@@ -17,8 +17,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from flow.dialect import ops as flow
 from flow.dialect.ops import is_bool, is_float
 
-from ._upstream import RemFOp
 from ._linalg_builders import Lowered, binary, build, elementwise, scalar_constant, unary
+from ._upstream import RemFOp
 
 
 def _one(op: Operation) -> tuple[list[Operation], SSAValue]:

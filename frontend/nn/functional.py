@@ -5,11 +5,11 @@ from __future__ import annotations
 from .. import _window
 from .._ops import matmul, relu, t
 from .._tensor import Tensor
+from .._window import *  # noqa: F403
 from . import _activations, _losses, _norms
 from ._activations import *  # noqa: F403  (each module lists its functions in __all__)
 from ._losses import *  # noqa: F403
 from ._norms import *  # noqa: F403
-from .._window import *  # noqa: F403
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
