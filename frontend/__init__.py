@@ -7,7 +7,7 @@ vulkan.
 
 from __future__ import annotations
 
-from . import _movement, _ops, _random, _window
+from . import _math, _movement, _ops, _random, _window
 from ._dtypes import (
     bfloat16,
     bool_,
@@ -20,7 +20,8 @@ from ._dtypes import (
     int64,
 )
 from ._jit import Compiled, Lowered, jit
-from ._movement import *  # noqa: F403  (each module lists its public ops in __all__)
+from ._math import *  # noqa: F403  (each module lists its public ops in __all__)
+from ._movement import *  # noqa: F403
 from ._ops import *  # noqa: F403
 from ._random import *  # noqa: F403
 from ._tensor import Size, Tensor, _install_methods
@@ -43,5 +44,5 @@ __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",
-    *_ops.__all__, *_movement.__all__, *_random.__all__, *_window.__all__,
+    *_ops.__all__, *_math.__all__, *_movement.__all__, *_random.__all__, *_window.__all__,
 ]  # fmt: skip

@@ -43,6 +43,24 @@ def from_numpy(arr: np.ndarray) -> Tensor:
     return Tensor._eager(arr)
 
 
+def from_dlpack(ext) -> Tensor:
+    """A tensor sharing memory with any DLPack producer (numpy, PyTorch, JAX arrays, ...)."""
+    try:
+        arr = np.from_dlpack(ext)
+    except (TypeError, BufferError, RuntimeError) as err:
+        raise TypeError(f"from_dlpack: cannot import {type(ext).__name__}: {err}") from None
+    _dtypes.as_dtype(arr.dtype)
+    return Tensor._eager(arr)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def numel(input: Tensor) -> int:
+    return _as_tensor(input).numel()
+
+
 def _shape_arg(op: str, size) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
@@ -281,6 +299,9 @@ def _reduce_dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
 def _reduce(op: str, kind: str, x: Tensor, dim, keepdim: bool) -> Tensor:
     x = _as_tensor(x)
     dims = _reduce_dims(op, x, dim)
+    if kind in ("max", "min") and any(x.shape[d] == 0 for d in dims):
+        raise op_error(op, f"cannot reduce over an empty dim (shape {list(x.shape)}, "
+                           f"dim {dim}): the {kind} of no elements is undefined")  # fmt: skip
     out = bind(P.reduce, x, kind=kind, dims=dims) if dims else x
     if keepdim:
         out = reshape(out, *(1 if i in dims else s for i, s in enumerate(x.shape)))
@@ -327,32 +348,26 @@ def amin(input, dim=None, keepdim: bool = False) -> Tensor:
     return _reduce("amin", "min", input, dim, keepdim)
 
 
-def max(input, other=None) -> Tensor:  # noqa: A001
-    """`max(x)`: the largest element; `max(x, y)`: elementwise maximum."""
-    if other is None:
+def max(input, dim=None, keepdim: bool = False):  # noqa: A001
+    """`max(x)`: the largest element; `max(x, dim)`: (values, indices); `max(x, y)`: maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(input, dim)
+    if dim is None:
         return amax(input)
-    if isinstance(other, Tensor):
-        return maximum(input, other)
-    raise op_error(
-        "max",
-        "max(input, dim) returning (values, indices) is not available yet; "
-        "use flow.amax(input, dim) for the values",
-        cls=NotImplementedError,
-    )
+    from ._math import max_dim
+
+    return max_dim(input, dim, keepdim)
 
 
-def min(input, other=None) -> Tensor:  # noqa: A001
-    """`min(x)`: the smallest element; `min(x, y)`: elementwise minimum."""
-    if other is None:
+def min(input, dim=None, keepdim: bool = False):  # noqa: A001
+    """`min(x)`: the smallest element; `min(x, dim)`: (values, indices); `min(x, y)`: minimum."""
+    if isinstance(dim, Tensor):
+        return minimum(input, dim)
+    if dim is None:
         return amin(input)
-    if isinstance(other, Tensor):
-        return minimum(input, other)
-    raise op_error(
-        "min",
-        "min(input, dim) returning (values, indices) is not available yet; "
-        "use flow.amin(input, dim) for the values",
-        cls=NotImplementedError,
-    )
+    from ._math import min_dim
+
+    return min_dim(input, dim, keepdim)
 
 
 # --------------------------------------------------------------------------- shapes
@@ -441,7 +456,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 __all__ = [
-    "tensor", "from_numpy", "full", "zeros", "ones", "zeros_like", "ones_like", "to",
+    "tensor", "from_numpy", "from_dlpack", "is_tensor", "numel", "full", "zeros", "ones", "zeros_like", "ones_like", "to",
     "broadcast_to", "expand", "add", "sub", "mul", "div", "maximum", "minimum", "pow", "neg",
     "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "relu", "eq", "ne", "lt", "le", "gt", "ge",
     "where", "matmul", "mm", "sum", "prod", "mean", "amax", "amin", "max", "min", "reshape",

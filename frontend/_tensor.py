@@ -126,6 +126,43 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.item())
 
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._shape[0]))
+
+    # ------------------------------------------------------------------ DLPack
+    def __dlpack__(self, *args, **kwargs):
+        """Export through DLPack (zero-copy; shares memory with this eager tensor)."""
+        return self.numpy().__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self.numpy().__dlpack_device__()
+
+    # ------------------------------------------------------------------ misc
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def clone(self) -> Tensor:
+        """A copy that shares no memory with this tensor."""
+        if self._data is None:
+            return self  # traced values are immutable
+        return Tensor._eager(self._data.copy())
+
+    def contiguous(self) -> Tensor:
+        if self._data is None or self._data.flags.c_contiguous:
+            return self
+        return Tensor._eager(np.ascontiguousarray(self._data))
+
+    def type_as(self, other: Tensor) -> Tensor:
+        return self.to(other.dtype)
+
     def __repr__(self) -> str:
         if self._data is None:
             return f"Tensor(traced, shape={list(self._shape)}, dtype={self._dtype!r})"
@@ -159,9 +196,9 @@ def _install_methods() -> None:
         "permute": o.permute, "t": o.t, "expand": o.expand, "broadcast_to": o.broadcast_to,
         "squeeze": o.squeeze, "unsqueeze": o.unsqueeze, "flatten": o.flatten, "to": o.to,
     }  # fmt: skip
-    from . import _movement, _random, _window
+    from . import _math, _movement, _random, _window
 
-    for family in (_movement, _window, _random):
+    for family in (_math, _movement, _window, _random):
         methods.update(family.TENSOR_METHODS)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)

@@ -50,9 +50,10 @@ _FLOAT_UNARY: dict[type[Operation], type[Operation]] = {
     flow.ErfOp: math.ErfOp,
     flow.Log1pOp: math.Log1pOp,
     flow.Expm1Op: math.ExpM1Op,
-    flow.Log2Op: math.Log2Op,
-    flow.Log10Op: math.Log10Op,
+    flow.Log2Op: math.LogOp,  # scaled below: IREE's CPU backend has no log2/log10 kernels
+    flow.Log10Op: math.LogOp,
 }
+_LOG_SCALE = {flow.Log2Op: 1.4426950408889634, flow.Log10Op: 0.4342944819032518}
 
 
 def _lower_unary(op: Operation) -> Lowered:
@@ -60,7 +61,17 @@ def _lower_unary(op: Operation) -> Lowered:
     el = ty.element_type
     if is_float(el):
         scalar = _FLOAT_UNARY[type(op)]
-        return elementwise(op.operands, ty, lambda a: _one(unary(scalar, a[0])))
+        scale = _LOG_SCALE.get(type(op))
+        if scale is None:
+            return elementwise(op.operands, ty, lambda a: _one(unary(scalar, a[0])))
+
+        def scaled_log(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+            log = unary(scalar, a[0])
+            k = scalar_constant(scale, el)
+            mul = binary(arith.MulfOp, log.results[0], k.result)
+            return [log, k, mul], mul.results[0]
+
+        return elementwise(op.operands, ty, scaled_log)
     if isinstance(op, flow.AbsOp):
         return elementwise(op.operands, ty, lambda a: _one(unary(math.AbsIOp, a[0])))
     assert isinstance(op, flow.NegOp), op.name

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from math import prod
 
-from xdsl.dialects import arith, linalg
+from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, TensorType, i64
+from xdsl.dialects.linalg.ops import IndexOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from flow.dialect import ops as flow
@@ -210,7 +211,7 @@ def _lower_iota(op: flow.IotaOp) -> Lowered:
     dim = op.dimension.value.data
 
     def body(args: Sequence[SSAValue]) -> Lowered:
-        idx = build(linalg.IndexOp, (), (IndexType(),), {"dim": IntegerAttr(dim, i64)})
+        idx = build(IndexOp, (), (IndexType(),), {"dim": IntegerAttr(dim, i64)})
         as_int = build(arith.IndexCastOp, (idx.results[0],), (i64,))
         ops: list[Operation] = [idx, as_int]
         value = as_int.results[0]
