@@ -126,8 +126,25 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
     return tuple(out)
 
 
-def to(x: Tensor, dtype) -> Tensor:
-    """Convert to `dtype` (a no-op when it already has it)."""
+def to(x: Tensor, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
+    """`x.to(dtype)`, `x.to(device)`, `x.to(device, dtype)` or `x.to(other_tensor)`.
+
+    Eager tensors live on the host ("cpu"); compiled code runs on the target of
+    `flow.jit(..., target=...)`.
+    """
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "rocm", "vulkan"):
+            device = a
+        else:
+            dtype = a
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise op_error("to", f"eager tensors live on the host ('cpu'); got device {device!r}. "
+                             "Run on an accelerator with flow.jit(fn, target=...)",
+                       cls=NotImplementedError)  # fmt: skip
+    if dtype is None:
+        return x.clone() if copy else x
     dt = _dtypes.as_dtype(dtype)
     return x if x.dtype is dt else bind(P.cast, x, dtype=dt)
 

@@ -33,8 +33,24 @@ class Tensor:
     __slots__ = ("_data", "_value", "_trace", "_shape", "_dtype", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our operators
 
+    def __new__(cls, *args, dtype=None):
+        """`flow.Tensor(2, 3)`: a float32 tensor of that shape (zero-filled);
+        `flow.Tensor(data)`: a float32 copy of a list, array or tensor (OneFlow/PyTorch style)."""
+        from ._ops import tensor, zeros
+
+        dt = dtype or _dtypes.float32
+        if not args:
+            return zeros(0, dtype=dt)
+        if all(isinstance(a, (int, np.integer)) for a in args):
+            return zeros(*args, dtype=dt)
+        if len(args) == 1 and isinstance(args[0], Size):
+            return zeros(*args[0], dtype=dt)
+        if len(args) == 1:
+            return tensor(args[0], dtype=dt)
+        raise TypeError(f"flow.Tensor: expected sizes or one data argument, got {args!r}")
+
     def __init__(self, *args, **kwargs):
-        raise TypeError("create tensors with flow.tensor(data), flow.zeros(...), etc.")
+        pass
 
     @classmethod
     def _eager(cls, data: np.ndarray) -> Tensor:
@@ -163,6 +179,63 @@ class Tensor:
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)
 
+    # ------------------------------------------------------------------ in-place updates
+    def _rebind(self, new: Tensor, op: str) -> Tensor:
+        """Make this tensor hold `new`'s value (the in-place ops and `x[i] = v`)."""
+        if new.shape != self._shape or new.dtype is not self._dtype:
+            new = new.to(self._dtype).broadcast_to(self._shape) if new.ndim <= self.ndim else new
+        if tuple(new.shape) != tuple(self._shape):
+            from ._primitives import op_error
+
+            raise op_error(op, f"result of shape {list(new.shape)} cannot be written into a "
+                               f"tensor of shape {list(self._shape)}")  # fmt: skip
+        if (self._trace is None) != (new._trace is None):
+            from ._primitives import op_error
+
+            raise op_error(op, "an eager tensor cannot be updated in place from inside flow.jit "
+                               "(return the new value instead)", cls=NotImplementedError)  # fmt: skip
+        if self._data is not None and self._data.flags.writeable:
+            self._data[...] = new._data  # writes through to arrays sharing this memory
+        else:
+            self._data = None if new._data is None else np.array(new._data)
+        self._value, self._trace = new._value, new._trace
+        return self
+
+    def __setitem__(self, index, value) -> None:
+        """`x[index] = value` on an eager tensor (numpy indexing and broadcasting rules)."""
+        if self._trace is None and not isinstance(value, Tensor) or (
+            isinstance(value, Tensor) and value._trace is None and self._trace is None
+        ):
+            data = self._data if self._data.flags.writeable else np.array(self._data)
+            v = value.numpy() if isinstance(value, Tensor) else value
+            try:
+                data[index] = np.asarray(v).astype(self._dtype.np_dtype, copy=False)
+            except (IndexError, ValueError, TypeError) as err:
+                from ._primitives import op_error
+
+                raise op_error("setitem", str(err), cls=type(err)) from None
+            self._rebind(Tensor._eager(data), "setitem")
+            return
+        from ._primitives import op_error
+
+        raise op_error("setitem", "x[index] = value inside flow.jit is not supported yet; build "
+                                  "the new tensor with flow.where / masked_fill instead",
+                       cls=NotImplementedError)  # fmt: skip
+
+    def copy_(self, src) -> Tensor:
+        from ._ops import tensor
+
+        src = src if isinstance(src, Tensor) else tensor(src)
+        return self._rebind(src.to(self._dtype).broadcast_to(self._shape), "copy_")
+
+    def fill_(self, value) -> Tensor:
+        from ._ops import full
+
+        return self._rebind(full(self._shape, value, self._dtype), "fill_")
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
     def __repr__(self) -> str:
         if self._data is None:
             return f"Tensor(traced, shape={list(self._shape)}, dtype={self._dtype!r})"
@@ -202,6 +275,17 @@ def _install_methods() -> None:
         methods.update(family.TENSOR_METHODS)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
+    def inplace(fn, name):
+        def method(self, *args, **kwargs):
+            return self._rebind(fn(self, *args, **kwargs), name)
+
+        method.__name__ = name
+        return method
+
+    for name in ("add", "sub", "mul", "div", "pow", "clamp", "neg", "abs", "exp", "log", "sqrt",
+                 "tanh", "sigmoid", "relu", "floor", "ceil", "round", "masked_fill"):  # fmt: skip
+        if hasattr(Tensor, name):
+            setattr(Tensor, name + "_", inplace(getattr(Tensor, name), name + "_"))
     Tensor.T = property(lambda self: o.permute(self, *reversed(range(self.ndim))))
     for dt in ("float", "double", "half", "int", "long", "bool"):
         setattr(Tensor, dt, (lambda d: lambda self: o.to(self, d))(_dtypes.as_dtype(dt)))
