@@ -32,7 +32,11 @@ from flow.lowering import run_pipeline, to_iree_text
 FLOATS = (Float16Type(), BFloat16Type(), f32, f64)
 INTS = (i8, i32, i64)
 CAST_TYPES = (*FLOATS, i1, *INTS)
-UNARY_FLOAT = (fd.NegOp, fd.AbsOp, fd.ExpOp, fd.LogOp, fd.SqrtOp, fd.RsqrtOp, fd.TanhOp)
+UNARY_FLOAT = (fd.NegOp, fd.AbsOp, fd.ExpOp, fd.LogOp, fd.SqrtOp, fd.RsqrtOp, fd.TanhOp,
+               fd.FloorOp, fd.CeilOp, fd.RoundOp, fd.TruncOp, fd.Log1pOp, fd.Expm1Op, fd.Log2Op,
+               fd.Log10Op, fd.SinhOp, fd.CoshOp)  # fmt: skip
+# No f64 kernels on the cpu backend (the frontend refuses them in compiled code).
+UNARY_F32_ONLY = (fd.SinOp, fd.CosOp, fd.TanOp, fd.AsinOp, fd.AcosOp, fd.AtanOp, fd.ErfOp)
 UNARY_INT = (fd.NegOp, fd.AbsOp)
 BINARY = (fd.AddOp, fd.SubOp, fd.MulOp, fd.DivOp, fd.MaximumOp, fd.MinimumOp)
 DIRECTIONS = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -52,6 +56,12 @@ def _numeric(name, el):
         out += [b(op, x, y) for op in BINARY]
         if is_float:
             out.append(b(fd.PowOp, x, y))
+            if el != f64:
+                out += [b(op, x) for op in UNARY_F32_ONLY]
+                out += [b(fd.RemOp, x, y), b(fd.Atan2Op, x, y)]
+        else:
+            out += [b(op, x, y) for op in (fd.RemOp, fd.AndOp, fd.OrOp, fd.XorOp)]
+        out.append(b(fd.IotaOp, dim=1, shape=[2, 3], element_type=el))
         out += [b(fd.CompareOp, x, y, direction=d) for d in DIRECTIONS]
         out.append(b(fd.SelectOp, p, x, y))
         out.append(b(fd.MatmulOp, m, n))
@@ -76,6 +86,7 @@ def _bool(name):
     def build(b, p, q, s, t):
         out = [b(fd.CompareOp, p, q, direction=d) for d in DIRECTIONS]
         out.append(b(fd.SelectOp, p, p, q))
+        out += [b(op, p, q) for op in (fd.AndOp, fd.OrOp, fd.XorOp)]
         out.append(b(fd.FullOp, value=IntegerAttr(1, i1), shape=[2, 3]))
         out.append(b(fd.TransposeOp, p, permutation=[1, 0]))
         out.append(b(fd.ReshapeOp, p, shape=[6]))
@@ -135,6 +146,10 @@ def test_every_emitted_op_parses_and_verifies_in_iree(lowered):
         "arith.select", "arith.extf", "arith.truncf", "arith.sitofp", "arith.fptosi",
         "arith.uitofp", "arith.extsi", "arith.extui", "arith.trunci", "math.absf", "math.absi",
         "math.exp", "math.log", "math.sqrt", "math.rsqrt", "math.tanh", "math.powf",
+        "math.floor", "math.ceil", "math.roundeven", "math.trunc", "math.log1p", "math.expm1",
+        "math.sinh", "math.cosh", "math.sin", "math.cos", "math.tan", "math.asin", "math.acos",
+        "math.atan", "math.erf", "math.atan2", "arith.remf", "arith.remsi", "arith.andi",
+        "arith.ori", "arith.xori", "linalg.index", "arith.index_cast",
     }  # fmt: skip
     assert expected <= emitted, sorted(expected - emitted)
 
