@@ -8,6 +8,7 @@ vulkan.
 from __future__ import annotations
 
 from . import _math, _movement, _ops, _random, _window
+from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._dtypes import (
     bfloat16,
     bool_,
@@ -29,7 +30,7 @@ from ._window import *  # noqa: F403
 
 _install_methods()
 
-from . import nn  # noqa: E402  (nn builds on the ops above)
+from . import autograd, nn  # noqa: E402  (these build on the ops above)
 
 bool = bool_  # noqa: A001  (flow.bool, like torch.bool)
 float = float32  # noqa: A001
@@ -41,7 +42,8 @@ long = int64
 __version__ = "0.1.0"
 
 __all__ = [
-    "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn",
+    "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
+    "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",
     *_ops.__all__, *_math.__all__, *_movement.__all__, *_random.__all__, *_window.__all__,

@@ -19,8 +19,15 @@ from ._tensor import Tensor
 # --------------------------------------------------------------------------- creation
 
 
-def tensor(data, dtype=None) -> Tensor:
+def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
     """A new eager tensor holding a copy of `data` (nested lists, scalars, numpy arrays)."""
+    t = _tensor_from(data, dtype)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _tensor_from(data, dtype) -> Tensor:
     if isinstance(data, Tensor):
         data = data.numpy()
     arr = np.array(data)
@@ -216,7 +223,24 @@ mul = _binary_op(P.mul)
 div = _binary_op(P.div, float_result=True)
 maximum = _binary_op(P.maximum)
 minimum = _binary_op(P.minimum)
-pow = _binary_op(P.pow_, float_result=True)  # noqa: A001
+_pow = _binary_op(P.pow_, float_result=True)
+
+
+def pow(input, exponent) -> Tensor:  # noqa: A001
+    """`input ** exponent`; small integer and square-root exponents use exact multiplies/sqrt."""
+    if (
+        isinstance(input, Tensor)
+        and isinstance(exponent, (int, float))
+        and not isinstance(exponent, bool)
+    ):
+        x = input if input.dtype.is_floating_point else None
+        if x is not None and exponent == 2:
+            return mul(x, x)
+        if x is not None and exponent == 1:
+            return x
+        if x is not None and exponent == 0.5:
+            return sqrt(x)
+    return _pow(input, exponent)
 
 
 def _unary_op(prim, *, float_only: bool):

@@ -19,6 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 from flow import dialect as fd
 
 from . import _dtypes
+from ._autograd import record
 from ._trace import current_trace, describe_location, user_location
 
 
@@ -75,7 +76,8 @@ def bind(prim: Primitive, *args, **params):
             raise op_error(prim.name, _strip_op_prefix(str(err)), loc) from None
         trace.emit(op, loc)
         result = op.results[0]
-        return Tensor._traced(result, trace, _dtypes.from_ir(result.type.element_type))
+        out = Tensor._traced(result, trace, _dtypes.from_ir(result.type.element_type))
+        return record(prim.name, prim.vjp, args, params, out)
     try:
         ty = prim.op.infer([a._ir_type() for a in args], **ir_params)
     except VerifyException as err:
@@ -85,7 +87,7 @@ def bind(prim: Primitive, *args, **params):
     expected = _dtypes.from_ir(ty.element_type).np_dtype
     if out.dtype != expected:
         out = out.astype(expected)
-    return Tensor._eager(out)
+    return record(prim.name, prim.vjp, args, params, Tensor._eager(out))
 
 
 def _strip_op_prefix(msg: str) -> str:
@@ -265,3 +267,173 @@ def _constant_to_ir(p: dict) -> dict:
 @primitive("constant", fd.ConstantOp, to_ir=_constant_to_ir)
 def constant(*, array):
     return array
+
+
+# --------------------------------------------------------------------------- VJP rules
+#
+# Each rule maps the cotangent of a primitive's result to cotangents of its
+# inputs (None where there is none), written with `bind` on primitives so that
+# inside a trace the backward pass becomes IR like the forward pass.
+
+
+def _like(t, value):
+    return bind(full, value=value, shape=tuple(t.shape), dtype=t.dtype)
+
+
+def _sel(pred, a, b):
+    return bind(select, pred, a, b)
+
+
+def _cmp(a, b, direction):
+    return bind(compare, a, b, direction=direction)
+
+
+def _mul(a, b):
+    return bind(mul, a, b)
+
+
+def _div(a, b):
+    return bind(div, a, b)
+
+
+def _neg(a):
+    return bind(neg, a)
+
+
+def _swap_last(t):
+    perm = list(range(len(t.shape)))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return bind(transpose, t, permutation=tuple(perm))
+
+
+def _expand_back(ct, x, dims):
+    """Broadcast a reduction's cotangent (dims removed) back to `x`'s shape."""
+    kept = tuple(i for i in range(len(x.shape)) if i not in dims)
+    return bind(broadcast_in_dim, ct, dims=kept, shape=tuple(x.shape))
+
+
+def _unary_vjp(fn):
+    """A rule `ct * f'(x, out)` for a unary primitive."""
+    return lambda ct, x, out: (_mul(ct, fn(x, out)),)
+
+
+_LN2, _LN10, _TWO_OVER_SQRT_PI = 0.6931471805599453, 2.302585092994046, 1.1283791670955126
+
+_VJPS = {
+    neg: lambda ct, x, out: (_neg(ct),),
+    abs_: _unary_vjp(
+        lambda x, out: _sel(
+            _cmp(x, _like(x, 0), "gt"),
+            _like(x, 1),
+            _sel(_cmp(x, _like(x, 0), "lt"), _like(x, -1), _like(x, 0)),
+        )
+    ),  # fmt: skip
+    exp: _unary_vjp(lambda x, out: out),
+    log: lambda ct, x, out: (_div(ct, x),),
+    sqrt: lambda ct, x, out: (_div(_mul(ct, _like(x, 0.5)), out),),
+    rsqrt: lambda ct, x, out: (_mul(ct, _div(_mul(out, _like(x, -0.5)), x)),),
+    tanh: _unary_vjp(lambda x, out: bind(sub, _like(x, 1), _mul(out, out))),
+    sin: _unary_vjp(lambda x, out: bind(cos, x)),
+    cos: _unary_vjp(lambda x, out: _neg(bind(sin, x))),
+    tan: _unary_vjp(lambda x, out: bind(add, _like(x, 1), _mul(out, out))),
+    asin: lambda ct, x, out: (_div(ct, bind(sqrt, bind(sub, _like(x, 1), _mul(x, x)))),),
+    acos: lambda ct, x, out: (_neg(_div(ct, bind(sqrt, bind(sub, _like(x, 1), _mul(x, x))))),),
+    atan: lambda ct, x, out: (_div(ct, bind(add, _like(x, 1), _mul(x, x))),),
+    sinh: _unary_vjp(lambda x, out: bind(cosh, x)),
+    cosh: _unary_vjp(lambda x, out: bind(sinh, x)),
+    erf: _unary_vjp(
+        lambda x, out: _mul(_like(x, _TWO_OVER_SQRT_PI), bind(exp, _neg(_mul(x, x))))
+    ),  # fmt: skip
+    log1p: lambda ct, x, out: (_div(ct, bind(add, x, _like(x, 1))),),
+    expm1: _unary_vjp(lambda x, out: bind(add, out, _like(x, 1))),
+    log2: lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN2))),),
+    log10: lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN10))),),
+    **{p: (lambda ct, x, out: (_like(x, 0),)) for p in (floor, ceil, round_, trunc)},
+    add: lambda ct, a, b, out: (ct, ct),
+    sub: lambda ct, a, b, out: (ct, _neg(ct)),
+    mul: lambda ct, a, b, out: (_mul(ct, b), _mul(ct, a)),
+    div: lambda ct, a, b, out: (_div(ct, b), _neg(_div(_mul(ct, out), b))),
+    rem: lambda ct, a, b, out: (ct, _neg(_mul(ct, bind(trunc, _div(a, b))))),
+    atan2: lambda ct, y, x, out: (
+        _div(_mul(ct, x), bind(add, _mul(x, x), _mul(y, y))),
+        _neg(_div(_mul(ct, y), bind(add, _mul(x, x), _mul(y, y)))),
+    ),
+    select: lambda ct, p, a, b, out: (None, _sel(p, ct, _like(ct, 0)), _sel(p, _like(ct, 0), ct)),
+    matmul: lambda ct, a, b, out: (
+        bind(matmul, ct, _swap_last(b)),
+        bind(matmul, _swap_last(a), ct),
+    ),  # fmt: skip
+    reshape: lambda ct, x, out, shape: (bind(reshape, ct, shape=tuple(x.shape)),),
+}
+
+
+def _extreme_vjp(ct, a, b, out, *, direction):
+    """maximum/minimum: the winner gets the cotangent; ties split it evenly (like PyTorch)."""
+    wins = _cmp(a, b, direction)
+    ties = _cmp(a, b, "eq")
+    share = _sel(wins, _like(a, 1), _sel(ties, _like(a, 0.5), _like(a, 0)))
+    return _mul(ct, share), _mul(ct, bind(sub, _like(a, 1), share))
+
+
+def _pow_vjp(ct, a, b, out):
+    da = _mul(ct, _mul(b, bind(pow_, a, bind(sub, b, _like(b, 1)))))
+    positive = _cmp(a, _like(a, 0), "gt")
+    log_a = _sel(positive, bind(log, _sel(positive, a, _like(a, 1))), _like(a, 0))
+    return da, _mul(ct, _mul(out, log_a))
+
+
+def _cast_vjp(ct, x, out, *, dtype):
+    if not x._dtype.is_floating_point:
+        return (None,)
+    return (bind(cast, ct, dtype=x._dtype),)
+
+
+def _reduce_vjp(ct, x, out, *, kind, dims):
+    dims = tuple(dims)
+    if not dims:
+        return (ct,)
+    ct_b = _expand_back(ct, x, dims)
+    if kind == "sum":
+        return (ct_b,)
+    if kind in ("max", "min"):
+        hit = _sel(_cmp(x, _expand_back(out, x, dims), "eq"), _like(x, 1), _like(x, 0))
+        count = _expand_back(bind(reduce, hit, kind="sum", dims=dims), x, dims)
+        return (_div(_mul(ct_b, hit), count),)
+    # prod: d/dx_i = product of the others, exact when some x are zero
+    zero = _cmp(x, _like(x, 0), "eq")
+    nonzero = _sel(zero, _like(x, 1), x)
+    p = _expand_back(bind(reduce, nonzero, kind="prod", dims=dims), x, dims)
+    zeros = _expand_back(bind(reduce, _sel(zero, _like(x, 1), _like(x, 0)), kind="sum",
+                              dims=dims), x, dims)  # fmt: skip
+    none_zero = _cmp(zeros, _like(x, 0), "eq")
+    one_zero = _cmp(zeros, _like(x, 1), "eq")
+    g = _sel(none_zero, _div(p, nonzero), _sel(bind(and_, one_zero, zero), p, _like(x, 0)))
+    return (_mul(ct_b, g),)
+
+
+def _transpose_vjp(ct, x, out, *, permutation):
+    inverse = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inverse[p] = i
+    return (bind(transpose, ct, permutation=tuple(inverse)),)
+
+
+def _broadcast_vjp(ct, x, out, *, dims, shape):
+    summed = [d for d in range(len(shape)) if d not in dims]
+    summed += [d for i, d in enumerate(dims) if x.shape[i] == 1 and shape[d] != 1]
+    r = bind(reduce, ct, kind="sum", dims=tuple(sorted(summed))) if summed else ct
+    return (bind(reshape, r, shape=tuple(x.shape)) if tuple(r.shape) != tuple(x.shape) else r,)
+
+
+_VJPS.update({
+    maximum: lambda ct, a, b, out: _extreme_vjp(ct, a, b, out, direction="gt"),
+    minimum: lambda ct, a, b, out: _extreme_vjp(ct, a, b, out, direction="lt"),
+    pow_: _pow_vjp,
+    cast: _cast_vjp,
+    reduce: _reduce_vjp,
+    transpose: _transpose_vjp,
+    broadcast_in_dim: _broadcast_vjp,
+})  # fmt: skip
+
+for _prim, _rule in _VJPS.items():
+    _prim.vjp = _rule

@@ -30,7 +30,17 @@ class Tensor:
     same operations, which are defined in terms of primitives.
     """
 
-    __slots__ = ("_data", "_value", "_trace", "_shape", "_dtype", "__weakref__")
+    __slots__ = (
+        "_data",
+        "_value",
+        "_trace",
+        "_shape",
+        "_dtype",
+        "_requires_grad",
+        "_node",
+        "grad",
+        "__weakref__",
+    )
     __array_priority__ = 1000  # numpy defers to our operators
 
     def __new__(cls, *args, dtype=None):
@@ -56,6 +66,7 @@ class Tensor:
     def _eager(cls, data: np.ndarray) -> Tensor:
         t = object.__new__(cls)
         t._data, t._value, t._trace = data, None, None
+        t._requires_grad, t._node, t.grad = False, None, None
         t._shape = Size(data.shape)
         t._dtype = _dtypes.as_dtype(data.dtype)
         return t
@@ -64,6 +75,7 @@ class Tensor:
     def _traced(cls, value: SSAValue, trace, dtype: _dtypes.dtype) -> Tensor:
         t = object.__new__(cls)
         t._data, t._value, t._trace = None, value, trace
+        t._requires_grad, t._node, t.grad = False, None, None
         t._shape = Size(value.type.get_shape())
         t._dtype = dtype
         return t
@@ -106,6 +118,53 @@ class Tensor:
     @property
     def device(self) -> str:
         return "cpu"
+
+    # ------------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        if self._node is not None and not value:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables; use detach() "
+                "to get a tensor that does not require grad"
+            )
+        if value and not self._dtype.is_floating_point:
+            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+                               f"got {self._dtype!r}")  # fmt: skip
+        self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._node is None
+
+    @property
+    def grad_fn(self):
+        return self._node
+
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+        """Accumulate the gradient of this tensor into the `.grad` of the leaves it depends on."""
+        from ._autograd import backward
+
+        backward(self, gradient, retain_graph, create_graph)
+
+    def detach(self) -> Tensor:
+        """The same value, cut from the autograd graph (shares memory when eager)."""
+        t = object.__new__(Tensor)
+        t._data, t._value, t._trace = self._data, self._value, self._trace
+        t._requires_grad, t._node, t.grad = False, None, None
+        t._shape, t._dtype = self._shape, self._dtype
+        return t
+
+    def detach_(self) -> Tensor:
+        self._node, self._requires_grad = None, False
+        return self
 
     # ------------------------------------------------------------------ host access
     def numpy(self) -> np.ndarray:
@@ -203,8 +262,10 @@ class Tensor:
 
     def __setitem__(self, index, value) -> None:
         """`x[index] = value` on an eager tensor (numpy indexing and broadcasting rules)."""
-        if self._trace is None and not isinstance(value, Tensor) or (
-            isinstance(value, Tensor) and value._trace is None and self._trace is None
+        if (
+            self._trace is None
+            and not isinstance(value, Tensor)
+            or (isinstance(value, Tensor) and value._trace is None and self._trace is None)
         ):
             data = self._data if self._data.flags.writeable else np.array(self._data)
             v = value.numpy() if isinstance(value, Tensor) else value
@@ -275,6 +336,7 @@ def _install_methods() -> None:
         methods.update(family.TENSOR_METHODS)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
+
     def inplace(fn, name):
         def method(self, *args, **kwargs):
             return self._rebind(fn(self, *args, **kwargs), name)

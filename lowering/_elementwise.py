@@ -103,8 +103,41 @@ _BINARY: dict[type[Operation], tuple[type[Operation], type[Operation] | None]] =
 }
 
 
+def _pow_body(args: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+    """x**y with numpy's rules: IREE's powf is exp(y*log(x)), NaN for every x < 0 and 0**0.
+
+    |x|**y, negated when x < 0 and y is an odd integer; NaN when x < 0 and y is
+    not an integer.
+    """
+    x, y = args[0], args[1]
+    el = x.type
+    ops: list[Operation] = []
+
+    def emit(o: Operation) -> SSAValue:
+        ops.append(o)
+        return o.results[0]
+
+    zero, half = (emit(scalar_constant(v, el)) for v in (0.0, 0.5))
+    nan = emit(scalar_constant(float("nan"), el))
+    mag = emit(build(math.PowFOp, (emit(unary(math.AbsFOp, x)), y), (el,)))
+    negative = emit(cmpf(x, zero, "olt"))
+    whole = emit(cmpf(emit(unary(math.FloorOp, y)), y, "oeq"))
+    halved = emit(binary(arith.MulfOp, y, half))
+    odd = emit(cmpf(emit(unary(math.FloorOp, halved)), halved, "une"))
+    signed = emit(build(arith.SelectOp, (odd, emit(unary(arith.NegfOp, mag)), mag), (el,)))
+    neg_result = emit(build(arith.SelectOp, (whole, signed, nan), (el,)))
+    result = emit(build(arith.SelectOp, (negative, neg_result, mag), (el,)))
+    one = emit(scalar_constant(1.0, el))
+    unit = emit(
+        build(arith.OrIOp, (emit(cmpf(y, zero, "oeq")), emit(cmpf(x, one, "oeq"))), (i1,))
+    )  # x**0 == 1**y == 1, even for NaN
+    return ops, emit(build(arith.SelectOp, (unit, one, result), (el,)))
+
+
 def _lower_binary(op: Operation) -> Lowered:
     ty = op.results[0].type
+    if isinstance(op, flow.PowOp):
+        return elementwise(op.operands, ty, _pow_body)
     fop, iop = _BINARY[type(op)]
     scalar = fop if is_float(ty.element_type) else iop
     assert scalar is not None, f"{op.name} has no integer lowering"

@@ -1,0 +1,291 @@
+"""Reverse-mode autodiff: a tape of primitive applications, VJP rules in frontend ops.
+
+`bind` records a `Node` for every primitive applied to a tensor that requires
+grad. `backward` walks the nodes in reverse topological order and calls each
+primitive's VJP rule, which is written with the same frontend ops as
+everything else — so inside `flow.jit` (or `nn.Graph.build`) the backward pass
+is traced into the same IR as the forward pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    _state.enabled = bool(mode)
+
+
+class _GradMode(contextlib.ContextDecorator):
+    """Context manager and decorator that sets the grad mode (restored on exit)."""
+
+    def __init__(self, mode: bool):
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        set_grad_enabled(self.mode)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        set_grad_enabled(self.prev)
+
+
+def no_grad(fn: Callable | None = None):
+    """`with flow.no_grad():` / `@flow.no_grad()` / `@flow.no_grad`: record nothing."""
+    if callable(fn):
+        return _GradMode(False)(fn)
+    return _GradMode(False)
+
+
+def enable_grad(fn: Callable | None = None):
+    if callable(fn):
+        return _GradMode(True)(fn)
+    return _GradMode(True)
+
+
+@dataclass(eq=False)
+class Node:
+    """One recorded application: `out = prim(*inputs, **params)`."""
+
+    name: str
+    vjp: Callable | None
+    inputs: tuple
+    params: dict
+    out: object
+    freed: bool = False
+    hooks: list = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+
+def _differentiable(t) -> bool:
+    return t._dtype.is_floating_point
+
+
+def record(name: str, vjp: Callable | None, inputs: Sequence, params: dict, out):
+    """Attach a node to `out` if grad is enabled and an input requires grad."""
+    if not is_grad_enabled() or not _differentiable(out):
+        return out
+    if not any(getattr(t, "_requires_grad", False) for t in inputs):
+        return out
+    out._requires_grad = True
+    out._node = Node(name, vjp, tuple(inputs), params, out)
+    return out
+
+
+def _topo(roots: Sequence) -> list[Node]:
+    """Nodes reachable from `roots`, each after every node that consumes its output."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(t, False) for t in roots]
+    while stack:
+        t, done = stack.pop()
+        node = getattr(t, "_node", None)
+        if node is None:
+            continue
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((t, True))
+        stack.extend((i, False) for i in node.inputs if getattr(i, "_requires_grad", False))
+    order.reverse()
+    return order
+
+
+def _accumulate(grads: dict, t, ct) -> None:
+    key = id(t)
+    if key in grads:
+        grads[key] = (grads[key][0], grads[key][1] + ct)
+    else:
+        grads[key] = (t, ct)
+
+
+def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool, wanted=None):
+    """Propagate `cts` from `roots`; returns {id(tensor): (tensor, grad)} of leaves (or `wanted`)."""
+    from ._primitives import op_error
+
+    grads: dict[int, tuple] = {}
+    for r, ct in zip(roots, cts):
+        _accumulate(grads, r, ct)
+    nodes = _topo(roots)
+    leaves: dict[int, tuple] = {}
+    with _GradMode(create_graph):
+        for node in nodes:
+            entry = grads.pop(id(node.out), None)
+            if entry is None:
+                continue
+            ct = entry[1]
+            if wanted is not None and id(node.out) in wanted:
+                leaves[id(node.out)] = (node.out, ct)
+            if node.freed:
+                raise op_error("backward", "trying to backward through the graph a second time "
+                               "(or directly access saved tensors after they have already been "
+                               "freed); pass retain_graph=True to the first backward",
+                               cls=RuntimeError)  # fmt: skip
+            if node.vjp is None:
+                raise op_error("backward", f"'{node.name}' has no derivative rule (it is not "
+                               "differentiable, or its VJP is not implemented)",
+                               cls=RuntimeError)  # fmt: skip
+            in_cts = node.vjp(ct, *node.inputs, out=node.out, **node.params)
+            if not isinstance(in_cts, (tuple, list)):
+                in_cts = (in_cts,)
+            for t, g in zip(node.inputs, in_cts):
+                if g is None or not getattr(t, "_requires_grad", False):
+                    continue
+                if g.shape != t.shape:
+                    raise op_error("backward", f"the VJP of '{node.name}' returned a gradient of "
+                                   f"shape {list(g.shape)} for an input of shape "
+                                   f"{list(t.shape)}", cls=RuntimeError)  # fmt: skip
+                if g.dtype is not t.dtype:
+                    g = g.to(t.dtype)
+                if t._node is None:
+                    _accumulate(leaves, t, g)
+                else:
+                    _accumulate(grads, t, g)
+            if not retain_graph:
+                node.freed = True
+    for key, (t, g) in grads.items():  # roots that are leaves themselves
+        if t._node is None:
+            _accumulate(leaves, t, g)
+    return leaves
+
+
+def _initial_cts(outputs: Sequence, grad_outputs) -> list:
+    from ._ops import ones_like, tensor
+    from ._primitives import op_error
+
+    cts = []
+    for i, out in enumerate(outputs):
+        if not getattr(out, "_requires_grad", False):
+            raise op_error("backward", f"element {i} of tensors does not require grad and does "
+                                       "not have a grad_fn", cls=RuntimeError)  # fmt: skip
+        g = None if grad_outputs is None else grad_outputs[i]
+        if g is None:
+            if out.numel() != 1:
+                raise op_error("backward", "grad can be implicitly created only for scalar "
+                               f"outputs (got shape {list(out.shape)}); pass gradient=",
+                               cls=RuntimeError)  # fmt: skip
+            g = ones_like(out)
+        elif not hasattr(g, "_dtype"):
+            g = tensor(g, dtype=out.dtype)
+        if tuple(g.shape) != tuple(out.shape):
+            raise op_error("backward", f"gradient of shape {list(g.shape)} does not match the "
+                           f"output's shape {list(out.shape)}", cls=RuntimeError)  # fmt: skip
+        cts.append(g)
+    return cts
+
+
+def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
+             create_graph: bool = False) -> None:  # fmt: skip
+    """Accumulate d(tensors)/d(leaf) into every leaf's `.grad` (like torch.autograd.backward)."""
+    outputs = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
+        grad_tensors = [grad_tensors]
+    cts = _initial_cts(outputs, grad_tensors)
+    retain = create_graph if retain_graph is None else retain_graph
+    leaves = _run(outputs, cts, retain, create_graph)
+    for t, g in leaves.values():
+        if not create_graph:
+            g = g.detach()
+        t.grad = g if t.grad is None else (t.grad + g)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
+         create_graph: bool = False, allow_unused: bool = False):  # fmt: skip
+    """The gradients of `outputs` with respect to `inputs`, returned (not accumulated)."""
+    from ._primitives import op_error
+
+    outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if grad_outputs is not None and not isinstance(grad_outputs, (list, tuple)):
+        grad_outputs = [grad_outputs]
+    for i, t in enumerate(ins):
+        if not getattr(t, "_requires_grad", False):
+            raise op_error("grad", f"input {i} does not require grad", cls=RuntimeError)
+    cts = _initial_cts(outs, grad_outputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    found = _run(outs, cts, retain, create_graph, wanted={id(t) for t in ins})
+    result = []
+    for i, t in enumerate(ins):
+        entry = found.get(id(t))
+        if entry is None:
+            if not allow_unused:
+                raise op_error("grad", f"input {i} was not used to compute the outputs; pass "
+                                       "allow_unused=True", cls=RuntimeError)  # fmt: skip
+            result.append(None)
+        else:
+            result.append(entry[1] if create_graph else entry[1].detach())
+    return tuple(result)
+
+
+class FunctionCtx:
+    """The `ctx` of a custom `Function`: saved tensors and flags for backward."""
+
+    def __init__(self):
+        self.saved_tensors: tuple = ()
+        self.needs_input_grad: tuple = ()
+
+    def save_for_backward(self, *tensors) -> None:
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors) -> None:
+        self._non_diff = {id(t) for t in tensors}
+
+
+class Function:
+    """A custom differentiable op: subclass with static `forward(ctx, ...)` and `backward(ctx, g)`.
+
+    `MyOp.apply(*args)` runs `forward` without recording, then records one node
+    whose VJP calls `backward` (which returns one gradient per forward input).
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args):
+        from ._tensor import Tensor
+
+        ctx = FunctionCtx()
+        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        with no_grad():
+            out = cls.forward(ctx, *args)
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+
+        def vjp(ct, *inputs, out=None):
+            grads = cls.backward(ctx, ct)
+            if not isinstance(grads, (tuple, list)):
+                grads = (grads,)
+            if len(grads) != len(args):
+                from ._primitives import op_error
+
+                raise op_error(f"{cls.__name__}.backward", f"returned {len(grads)} gradients, "
+                               f"expected one per forward input ({len(args)})",
+                               cls=RuntimeError)  # fmt: skip
+            return tuple(grads[i] for i in positions)
+
+        outs = out if isinstance(out, tuple) else (out,)
+        for o in outs:
+            if isinstance(o, Tensor) and id(o) not in getattr(ctx, "_non_diff", ()):
+                record(cls.__name__, vjp, tensors, {}, o)
+        return out
