@@ -158,7 +158,7 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
                     _accumulate(grads, t, g)
             if not retain_graph:
                 node.freed = True
-    for key, (t, g) in grads.items():  # roots that are leaves themselves
+    for t, g in grads.values():  # roots that are leaves themselves
         if t._node is None:
             _accumulate(leaves, t, g)
     return leaves
