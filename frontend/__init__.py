@@ -21,6 +21,7 @@ from ._dtypes import (
     int64,
 )
 from ._jit import Compiled, Lowered, jit
+from ._serialization import CheckpointError, load, save
 from ._math import *  # noqa: F403  (each module lists its public ops in __all__)
 from ._movement import *  # noqa: F403
 from ._ops import *  # noqa: F403
@@ -43,7 +44,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
-    "enable_grad", "set_grad_enabled", "is_grad_enabled",
+    "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",
     *_ops.__all__, *_math.__all__, *_movement.__all__, *_random.__all__, *_window.__all__,

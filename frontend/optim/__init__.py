@@ -1,0 +1,1 @@
+"""Optimizers (`flow.optim`)."""
