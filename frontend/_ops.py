@@ -39,7 +39,7 @@ def _tensor_from(data, dtype) -> Tensor:
         dt = _dtypes.DEFAULT_INT
     else:
         dt = _dtypes.as_dtype(arr.dtype)
-    return Tensor._eager(np.ascontiguousarray(arr.astype(dt.np_dtype, copy=False)))
+    return Tensor._eager(np.array(arr, dtype=dt.np_dtype, order="C"))
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
