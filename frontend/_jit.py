@@ -12,7 +12,7 @@ import functools
 import inspect
 import io
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -103,6 +103,7 @@ class Lowered:
     signature: tuple
     captured: list[Tensor]
     name: str
+    key_slots: list = field(default_factory=list)  # (argument index, Generator): random keys
 
     def as_text(self, *, debug_info: bool = False) -> str:
         """The flow IR (custom assembly format; `debug_info` adds source locations)."""
@@ -144,13 +145,15 @@ class Compiled:
     def _call_flat(self, leaves: list):
         inputs = [_host(x) for x in leaves if _is_array(x)]
         inputs += [t.numpy() for t in self.lowered.captured]
+        for index, generator in self.lowered.key_slots:  # a fresh random key per call
+            inputs.insert(index, generator._next_key_array())
         outputs = self._fn(*inputs)
         return _unflatten(self.lowered.out_tree, [Tensor._eager(np.asarray(o)) for o in outputs])
 
 
 def _host(x) -> np.ndarray:
     arr = x.numpy() if isinstance(x, Tensor) else x
-    return np.ascontiguousarray(arr)
+    return np.asarray(arr, order="C")  # keeps 0-d arrays 0-d
 
 
 def _arg_names(fn: Callable, args: tuple) -> list[str]:
@@ -192,7 +195,8 @@ def _trace(fn: Callable, name: str, args: tuple) -> Lowered:
             results.append(o._value if o._trace is trace else trace.lift(o))
     module = trace.finish(results)
     module.verify()
-    return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name)
+    return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
+                   list(trace.key_slots))  # fmt: skip
 
 
 class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)

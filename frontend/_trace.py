@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -66,6 +66,7 @@ class Trace:
         self.block = Block()
         self.captured: list = []  # eager Tensors lifted to extra arguments, in order
         self._captured_ids: dict[int, SSAValue] = {}
+        self.key_slots: list[tuple[int, object]] = []  # (argument index, Generator)
 
     def __enter__(self) -> Trace:
         _stack().append(self)
@@ -85,6 +86,17 @@ class Trace:
             self._captured_ids[key] = self.argument(tensor._ir_type())
             self.captured.append(tensor)
         return self._captured_ids[key]
+
+    def random_key(self, generator) -> SSAValue:
+        """A new `tensor<1xi64>` argument for a random op's key (see frontend/_random.py).
+
+        The compiled function fills it from `generator` at every call, so each call
+        draws new numbers, as the eager code would; no key is baked into the IR.
+        """
+        value = self.argument(TensorType(i64, (1,)))
+        value.name_hint = "rng_key"
+        self.key_slots.append((len(self.block.args) - 1, generator))
+        return value
 
     def emit(self, op: Operation, loc: tuple[str, int, int] | None) -> Operation:
         if loc is not None:
