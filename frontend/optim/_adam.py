@@ -1,0 +1,110 @@
+"""`flow.optim.Adam` and `flow.optim.AdamW` (decoupled weight decay)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import _dtypes
+from .._ops import maximum, sqrt, zeros, zeros_like
+from .._tensor import Tensor
+from ._optimizer import Optimizer, ParamsT
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam (PyTorch's update rule, with optional AMSGrad).
+
+    `m = beta1 * m + (1 - beta1) * g`, `v = beta2 * v + (1 - beta2) * g * g`,
+    `p -= lr / (1 - beta1**t) * m / (sqrt(v) / sqrt(1 - beta2**t) + eps)`, where
+    `v` is the running maximum of `v` under `amsgrad`. `weight_decay` adds
+    `weight_decay * p` to the gradient (AdamW decays `p` directly instead).
+    `do_bias_correction=False` (OneFlow) drops the `1 - beta**t` factors.
+
+    State: `step` (a 0-d float32 tensor, so a compiled step reads it rather than
+    baking it in), `exp_avg`, `exp_avg_sq` and, with `amsgrad`, `max_exp_avg_sq`.
+    """
+
+    _decoupled_weight_decay = False
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        amsgrad: bool = False,
+        maximize: bool = False,
+        *,
+        do_bias_correction: bool = True,
+    ):
+        defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
+                        amsgrad=amsgrad, maximize=maximize,
+                        do_bias_correction=do_bias_correction)  # fmt: skip
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any], index: int) -> None:
+        super()._validate_group(group, index)
+        betas = group["betas"]
+        if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+            raise ValueError(f"{type(self).__name__}: invalid betas {betas!r} (expected a pair "
+                             "(beta1, beta2))")  # fmt: skip
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"{type(self).__name__}: invalid beta parameter at index {i}: "
+                                 f"{beta} (expected 0 <= betas[{i}] < 1)")  # fmt: skip
+        self._check(group, index, "eps", lambda v: v >= 0, "eps >= 0")
+        self._check(group, index, "weight_decay", lambda v: v >= 0, "weight_decay >= 0")
+
+    def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
+        beta1, beta2 = group["betas"]
+        wd = group["weight_decay"]
+        if not state:
+            state["step"] = zeros((), dtype=_dtypes.float32)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        grad = -grad if group["maximize"] else grad
+        step = state["step"].add_(1)
+        if wd != 0:
+            if self._decoupled_weight_decay:
+                p.mul_(1 - lr * wd)
+            else:
+                grad = grad + wd * p
+        exp_avg.add_((grad - exp_avg) * (1 - beta1))
+        exp_avg_sq.mul_(beta2).add_(grad * grad * (1 - beta2))
+        second = exp_avg_sq
+        if group["amsgrad"]:
+            second = state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
+        if group["do_bias_correction"]:
+            t = step.to(_dtypes.promote_types(p.dtype, _dtypes.float32))
+            step_size = lr / (1 - beta1**t)
+            denom = sqrt(second) / sqrt(1 - beta2**t) + group["eps"]
+        else:
+            step_size = lr
+            denom = sqrt(second) + group["eps"]
+        p.sub_(exp_avg / denom * step_size)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: `p *= 1 - lr * weight_decay` before the Adam update."""
+
+    _decoupled_weight_decay = True
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 1e-2,
+        amsgrad: bool = False,
+        maximize: bool = False,
+        *,
+        do_bias_correction: bool = True,
+    ):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize,
+                         do_bias_correction=do_bias_correction)  # fmt: skip

@@ -1,0 +1,245 @@
+"""`flow.optim.Optimizer`: parameter groups, per-parameter state, PyTorch's state_dict format.
+
+Subclasses write their update with flow tensor ops and store results with in-place
+tensor methods (`p.sub_`, `buf.mul_`), and keep every piece of state (momentum
+buffers, moments, the step count) in flow tensors. `step()` is therefore the same
+Python whether it runs eagerly or is traced with the forward and backward pass
+into one compiled training step.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from .._autograd import enable_grad, no_grad
+from .._tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _RequiredParameter:
+    """Marks a hyperparameter that has no default and must be given per group."""
+
+    def __repr__(self) -> str:
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]]
+
+
+def _eager_value(value):
+    """`value` as a Python number when it is an eager tensor (for validation), else itself."""
+    if isinstance(value, Tensor) and not value.is_traced and value.numel() == 1:
+        return value.item()
+    return value
+
+
+def _snapshot(value):
+    """A copy of a state value that later in-place updates cannot change."""
+    if isinstance(value, Tensor):
+        return value.detach().clone()
+    return copy.deepcopy(value)
+
+
+class Optimizer:
+    """Base class of all optimizers: holds `param_groups` and per-parameter `state`.
+
+    `params` is an iterable of tensors, or of dicts (param groups) with a `"params"`
+    entry and per-group hyperparameters overriding `defaults`. As in PyTorch, tensors
+    that do not require grad (frozen parameters) are accepted and skipped while their
+    `.grad` is None. A subclass implements
+    `_update(p, grad, state, group, lr)`; `step()` calls it, under `no_grad`, for each
+    parameter whose `.grad` is set. The learning rate is read from `group["lr"]` in
+    `step()` only, once per group and step, and may be a Python float or a 0-d tensor.
+    """
+
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]):
+        self.defaults = dict(defaults)
+        self.state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        self.param_groups: list[dict[str, Any]] = []
+        name = type(self).__name__
+        if isinstance(params, (Tensor, set, dict)):
+            raise TypeError(
+                f"{name}: params should be an iterable of tensors or of param-group dicts "
+                f"(a list), got a {type(params).__name__}"
+            )
+        groups = list(params)
+        if not groups:
+            raise ValueError(f"{name}: got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for group in groups:
+            self.add_param_group(group)
+
+    # ------------------------------------------------------------------ groups
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
+        """Add a group of parameters (with optional hyperparameters) to optimize."""
+        name, index = type(self).__name__, len(self.param_groups)
+        if not isinstance(param_group, dict):
+            raise TypeError(f"{name}: param group {index} must be a dict, "
+                            f"got {type(param_group).__name__}")  # fmt: skip
+        if "params" not in param_group:
+            raise ValueError(f"{name}: param group {index} has no 'params' entry")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError(f"{name}: the parameters of param group {index} are a set, whose "
+                            "order changes between runs; pass a list")  # fmt: skip
+        else:
+            params = list(params)
+        seen: set[int] = set()
+        for i, p in enumerate(params):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"{name}: parameter {i} of param group {index} is a "
+                                f"{type(p).__name__}, expected a flow.Tensor")  # fmt: skip
+            if not p.is_leaf:
+                raise ValueError(f"{name}: parameter {i} of param group {index} is not a leaf "
+                                 "tensor (it has a grad_fn); optimize the leaf it came from")  # fmt: skip
+            if not p.is_floating_point():
+                raise TypeError(f"{name}: parameter {i} of param group {index} has dtype "
+                                f"{p.dtype!r}; only floating-point tensors can be optimized")  # fmt: skip
+            if id(p) in seen:
+                raise ValueError(f"{name}: parameter {i} of param group {index} appears twice "
+                                 "in the group")  # fmt: skip
+            seen.add(id(p))
+        others = {id(p) for g in self.param_groups for p in g["params"]}
+        if seen & others:
+            raise ValueError(f"{name}: some parameters of param group {index} appear in more "
+                             "than one parameter group")  # fmt: skip
+        group = {**param_group, "params": params}
+        for key, default in self.defaults.items():
+            if default is required and key not in group:
+                raise ValueError(f"{name}: param group {index} does not specify a value of "
+                                 f"the required hyperparameter {key!r}")  # fmt: skip
+            group.setdefault(key, default)
+        self._validate_group(group, index)
+        self.param_groups.append(group)
+
+    def _validate_group(self, group: dict[str, Any], index: int) -> None:
+        """Raise ValueError for out-of-range hyperparameters (overridden per optimizer)."""
+        if "lr" in group:
+            self._check(group, index, "lr", lambda v: v >= 0, "lr >= 0")
+
+    def _check(self, group: dict, index: int, key: str, ok: Callable, expected: str) -> None:
+        value = _eager_value(group[key])
+        if isinstance(value, Tensor):  # traced: checked when it was an input
+            return
+        if not ok(value):
+            where = f" in param group {index}" if index else ""
+            raise ValueError(f"{type(self).__name__}: invalid {key} {value!r}{where} "
+                             f"(expected {expected})")  # fmt: skip
+
+    # ------------------------------------------------------------------ stepping
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset the gradients of all parameters: to None (default) or to zeros."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.detach_()
+                    p.grad.zero_()
+
+    def step(self, closure: Callable[[], Any] | None = None):
+        """Update every parameter that has a `.grad`; `closure` re-evaluates the loss first."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                lr = group["lr"]  # the one place the learning rate is read
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    state = self.state[p]
+                    self._update(p, p.grad, state, group, lr)
+                    if not state:  # stateless rules (plain SGD) keep `self.state` empty
+                        del self.state[p]
+        return loss
+
+    def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update or step")
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """`{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}`.
+
+        Parameters are numbered in group order, as PyTorch does; the tensors are
+        copies, so the result is a snapshot that later steps do not change.
+        """
+        index: dict[int, int] = {}
+        groups = []
+        for group in self.param_groups:
+            packed = {k: _snapshot(v) for k, v in group.items() if k != "params"}
+            for p in group["params"]:
+                index.setdefault(id(p), len(index))
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            groups.append(packed)
+        state = {}
+        for p, s in self.state.items():
+            if id(p) in index and s:
+                state[index[id(p)]] = {k: _snapshot(v) for k, v in s.items()}
+        return {"state": dict(sorted(state.items())), "param_groups": groups}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore `state_dict()` output onto this optimizer's parameters (same group layout)."""
+        name = type(self).__name__
+        if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
+            raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
+                             "'param_groups' entries")  # fmt: skip
+        saved_groups = state_dict["param_groups"]
+        if len(saved_groups) != len(self.param_groups):
+            raise ValueError(f"{name}.load_state_dict: the state dict has {len(saved_groups)} "
+                             f"parameter groups, but the optimizer has "
+                             f"{len(self.param_groups)}")  # fmt: skip
+        by_index: dict[int, Tensor] = {}
+        for g, (saved, group) in enumerate(zip(saved_groups, self.param_groups)):
+            if len(saved["params"]) != len(group["params"]):
+                raise ValueError(f"{name}.load_state_dict: parameter group {g} of the state "
+                                 f"dict has {len(saved['params'])} parameters, but the "
+                                 f"optimizer's group {g} has {len(group['params'])}")  # fmt: skip
+            for i, p in zip(saved["params"], group["params"]):
+                by_index[int(i)] = p
+        state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
+        for i, saved_state in state_dict["state"].items():
+            if int(i) not in by_index:
+                raise ValueError(f"{name}.load_state_dict: the state of parameter {i} belongs "
+                                 "to no parameter group")  # fmt: skip
+            p = by_index[int(i)]
+            state[p] = {k: self._load_value(p, int(i), k, v) for k, v in saved_state.items()}
+        groups = [
+            {**{k: copy.deepcopy(v) for k, v in saved.items() if k != "params"},
+             "params": group["params"]}
+            for saved, group in zip(saved_groups, self.param_groups)
+        ]  # fmt: skip
+        self.state, self.param_groups = state, groups
+
+    def _load_value(self, p: Tensor, index: int, key: str, value):
+        if not isinstance(value, (Tensor, np.ndarray)):
+            return copy.deepcopy(value)
+        arr = np.array(value.numpy() if isinstance(value, Tensor) else value)
+        if arr.ndim and arr.shape != tuple(p.shape):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: state {key!r} of parameter "
+                             f"{index} has shape {list(arr.shape)}, but the parameter has shape "
+                             f"{list(p.shape)}")  # fmt: skip
+        if key != "step" and arr.dtype.kind == "f":
+            arr = arr.astype(p.dtype.np_dtype)
+        return Tensor._eager(np.ascontiguousarray(arr))
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__} ("]
+        for i, group in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
+        return "\n".join(lines + [")"])

@@ -1,0 +1,61 @@
+"""`flow.optim.SGD`: stochastic gradient descent with momentum, dampening and Nesterov."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._tensor import Tensor
+from ._optimizer import Optimizer, ParamsT
+
+__all__ = ["SGD"]
+
+
+def _new_buffer(x: Tensor) -> Tensor:
+    """A tensor object of its own holding `x`'s value, so in-place updates leave `x` alone."""
+    return x.clone().detach()
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent (PyTorch's update rule).
+
+    With `g` the gradient (negated when `maximize`), `g += weight_decay * p`; with
+    momentum, `buf = g` on the first step and `buf = momentum * buf + (1 - dampening) * g`
+    after it, then `g = g + momentum * buf` (Nesterov) or `g = buf`; finally
+    `p -= lr * g`. State: `momentum_buffer` (only when `momentum != 0`).
+    """
+
+    def __init__(
+        self,
+        params: ParamsT,
+        lr: float = 1e-3,
+        momentum: float = 0.0,
+        dampening: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+        maximize: bool = False,
+    ):
+        defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)  # fmt: skip
+        super().__init__(params, defaults)
+
+    def _validate_group(self, group: dict[str, Any], index: int) -> None:
+        super()._validate_group(group, index)
+        self._check(group, index, "momentum", lambda v: v >= 0, "momentum >= 0")
+        self._check(group, index, "weight_decay", lambda v: v >= 0, "weight_decay >= 0")
+        if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
+            raise ValueError("SGD: nesterov=True requires momentum > 0 and dampening == 0, got "
+                             f"momentum={group['momentum']}, dampening={group['dampening']}")  # fmt: skip
+
+    def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
+        momentum, dampening = group["momentum"], group["dampening"]
+        d_p = -grad if group["maximize"] else grad
+        if group["weight_decay"] != 0:
+            d_p = d_p + group["weight_decay"] * p
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = _new_buffer(d_p)
+            else:
+                buf.mul_(momentum).add_(d_p if dampening == 0 else d_p * (1 - dampening))
+            d_p = d_p + momentum * buf if group["nesterov"] else buf
+        p.sub_(d_p * lr)
