@@ -233,7 +233,7 @@ class Tensor:
     def contiguous(self) -> Tensor:
         if self._data is None or self._data.flags.c_contiguous:
             return self
-        return Tensor._eager(np.ascontiguousarray(self._data))
+        return Tensor._eager(np.asarray(self._data, order="C"))
 
     def type_as(self, other: Tensor) -> Tensor:
         return self.to(other.dtype)

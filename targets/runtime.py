@@ -202,7 +202,7 @@ class Function:
 
     def call(self, *args: Any) -> tuple[np.ndarray, ...]:
         """Run the function on numpy arrays (or scalars); see the module doc for result memory."""
-        packed = [np.ascontiguousarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        packed = [np.asarray(a, order="C") if isinstance(a, np.ndarray) else a for a in args]
         raw = self._invoker(*packed)
         values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
         if self._maps_results:
