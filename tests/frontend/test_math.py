@@ -301,3 +301,9 @@ def test_float64_math_in_compiled_code(rng):
     assert flow.sin(flow.tensor(x)).dtype is flow.float64  # eager has every f64 kernel
     with pytest.raises(NotImplementedError, match="sin: float64 is not supported in compiled"):
         flow.jit(flow.sin)(x)
+
+
+def test_float64_tanh_in_compiled_code_is_accurate():
+    x = np.concatenate([[-30.0, -1e-9, 0.0, 1e-12, 0.049, 0.051, 25.0, np.inf, -np.inf],
+                        np.linspace(-3, 3, 101)])  # fmt: skip
+    check(flow.tanh, np.tanh, x, rtol=2e-15, atol=0)
