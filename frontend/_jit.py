@@ -104,6 +104,8 @@ class Lowered:
     captured: list[Tensor]
     name: str
     key_slots: list = field(default_factory=list)  # (argument index, Generator): random keys
+    mutated: list = field(default_factory=list)  # eager tensors written back after each call
+    born: list = field(default_factory=list)  # tensors created by the trace, made eager once
 
     def as_text(self, *, debug_info: bool = False) -> str:
         """The flow IR (custom assembly format; `debug_info` adds source locations)."""
@@ -147,8 +149,14 @@ class Compiled:
         inputs += [t.numpy() for t in self.lowered.captured]
         for index, generator in self.lowered.key_slots:  # a fresh random key per call
             inputs.insert(index, generator._next_key_array())
-        outputs = self._fn(*inputs)
-        return _unflatten(self.lowered.out_tree, [Tensor._eager(np.asarray(o)) for o in outputs])
+        outputs = [np.asarray(o) for o in self._fn(*inputs)]
+        low = self.lowered
+        n_user = len(outputs) - len(low.mutated) - len(low.born)
+        for t, o in zip(low.mutated, outputs[n_user:]):
+            t._data = o  # the new value, in the buffer the runtime returned (no copy)
+        for t, o in zip(low.born, outputs[n_user + len(low.mutated) :]):
+            t._data, t._value, t._trace = o, None, None
+        return _unflatten(low.out_tree, [Tensor._eager(o) for o in outputs[:n_user]])
 
 
 def _host(x) -> np.ndarray:
@@ -170,7 +178,9 @@ def _arg_names(fn: Callable, args: tuple) -> list[str]:
     return out
 
 
-def _trace(fn: Callable, name: str, args: tuple) -> Lowered:
+def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -> Lowered:
+    """Trace `fn(*args)`; `born(trace)` may name tensors created by the trace that must
+    outlive it (e.g. optimizer state made on the first step): they become extra outputs."""
     leaves, in_tree = _flatten(list(args))
     sig = _signature(leaves)
     with Trace(name if name.isidentifier() else "main") as trace:
@@ -183,7 +193,11 @@ def _trace(fn: Callable, name: str, args: tuple) -> Lowered:
                 traced.append(Tensor._traced(value, trace, t.dtype))
             else:
                 traced.append(x)
-        out = fn(*_unflatten(in_tree, traced))
+        try:
+            out = fn(*_unflatten(in_tree, traced))
+        except BaseException:
+            trace.restore_mutated()  # leave the caller's tensors as they were
+            raise
         out_leaves, out_tree = _flatten(out)
         results = []
         for o in out_leaves:
@@ -193,10 +207,14 @@ def _trace(fn: Callable, name: str, args: tuple) -> Lowered:
                     f"got {type(o).__name__}"
                 )
             results.append(o._value if o._trace is trace else trace.lift(o))
+        newborn = list(born(trace)) if born is not None else []
+        mutated = [t for t, _ in trace.mutated.values()]
+        results += trace.restore_mutated()
+        results += [t._value for t in newborn]
     module = trace.finish(results)
     module.verify()
     return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
-                   list(trace.key_slots))  # fmt: skip
+                   list(trace.key_slots), mutated, newborn)  # fmt: skip
 
 
 class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)

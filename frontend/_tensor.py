@@ -248,17 +248,23 @@ class Tensor:
 
             raise op_error(op, f"result of shape {list(new.shape)} cannot be written into a "
                                f"tensor of shape {list(self._shape)}")  # fmt: skip
-        if (self._trace is None) != (new._trace is None):
-            from ._primitives import op_error
-
-            raise op_error(op, "an eager tensor cannot be updated in place from inside flow.jit "
-                               "(return the new value instead)", cls=NotImplementedError)  # fmt: skip
+        if self._trace is None and new._trace is not None:
+            # An eager tensor updated inside a trace (parameters, optimizer state, running
+            # stats): the trace outputs the new value and the compiled call writes it back.
+            new._trace.mutate(self, new)
+            return self
+        if self._trace is not None and new._trace is None:
+            new = new._lifted_into(self._trace)
         if self._data is not None and self._data.flags.writeable:
             self._data[...] = new._data  # writes through to arrays sharing this memory
         else:
             self._data = None if new._data is None else np.array(new._data)
         self._value, self._trace = new._value, new._trace
         return self
+
+    def _lifted_into(self, trace) -> Tensor:
+        """This eager tensor as a value of `trace` (a captured argument)."""
+        return Tensor._traced(trace.lift(self), trace, self._dtype)
 
     def __setitem__(self, index, value) -> None:
         """`x[index] = value` on an eager tensor (numpy indexing and broadcasting rules)."""

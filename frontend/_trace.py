@@ -67,6 +67,7 @@ class Trace:
         self.captured: list = []  # eager Tensors lifted to extra arguments, in order
         self._captured_ids: dict[int, SSAValue] = {}
         self.key_slots: list[tuple[int, object]] = []  # (argument index, Generator)
+        self.mutated: dict[int, tuple] = {}  # id -> (eager tensor, its data before the trace)
 
     def __enter__(self) -> Trace:
         _stack().append(self)
@@ -86,6 +87,27 @@ class Trace:
             self._captured_ids[key] = self.argument(tensor._ir_type())
             self.captured.append(tensor)
         return self._captured_ids[key]
+
+    def mutate(self, tensor, new) -> None:
+        """Record that eager `tensor` now holds `new` (a value of this trace).
+
+        Until the trace ends the tensor stands for `new`, so later ops read the
+        updated value; `restore_mutated` then puts the eager data back, and the
+        compiled function returns the final values for write-back after each call.
+        """
+        key = id(tensor)
+        if key not in self.mutated:
+            self.lift(tensor)  # its value at call time is an input of the function
+            self.mutated[key] = (tensor, tensor._data)
+        tensor._data, tensor._value, tensor._trace = None, new._value, self
+
+    def restore_mutated(self) -> list:
+        """Final values of the mutated tensors (in order), putting their eager data back."""
+        finals = []
+        for tensor, data in self.mutated.values():
+            finals.append(tensor._value)
+            tensor._data, tensor._value, tensor._trace = data, None, None
+        return finals
 
     def random_key(self, generator) -> SSAValue:
         """A new `tensor<1xi64>` argument for a random op's key (see frontend/_random.py).
