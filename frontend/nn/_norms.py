@@ -16,6 +16,7 @@ from numbers import Integral
 import numpy as np
 
 from .. import _dtypes
+from .._autograd import no_grad
 from .._ops import (
     _as_tensor,
     abs,
@@ -32,9 +33,6 @@ from .._ops import (
 )
 from .._primitives import op_error
 from .._tensor import Tensor
-from .._trace import current_trace
-
-_TRACED_UPDATE = "in-place running-stat updates inside flow.jit come with nn.Graph"
 
 
 def _float_input(op: str, input, min_ndim: int = 0, layout: str = "") -> Tensor:
@@ -80,11 +78,14 @@ def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, view) -> Tens
 
 
 def _update_running(op: str, running: Tensor, batch_value: Tensor, momentum: float) -> None:
-    """`running = (1 - momentum) * running + momentum * batch_value`, in place, eagerly."""
-    if current_trace() is not None:
-        raise op_error(op, _TRACED_UPDATE, cls=NotImplementedError)
-    new = running * (1.0 - momentum) + to(batch_value, running.dtype) * momentum
-    running._data = np.ascontiguousarray(new.numpy().astype(running.dtype.np_dtype))
+    """`running = (1 - momentum) * running + momentum * batch_value`, in place.
+
+    Inside `flow.jit` / `nn.Graph` the update is an output of the compiled step,
+    written back into `running` after each call.
+    """
+    with no_grad():
+        new = running * (1.0 - momentum) + to(batch_value.detach(), running.dtype) * momentum
+        running.copy_(new)
 
 
 def _check_momentum(op: str, momentum) -> float:

@@ -73,15 +73,16 @@ def test_batch_norm_updates_running_stats_in_place(rng):
     assert rm.dtype is flow.float32 and rm.shape == (3,)
 
 
-def test_batch_norm_in_jit_normalizes_but_refuses_running_updates(rng):
-    x = data(rng, (4, 2))
+def test_batch_norm_in_jit_updates_running_stats_like_eager(rng):
+    x = data(rng, (4, 2)) * 2 + 1
     rm, rv = flow.zeros(2), flow.ones(2)
-    with pytest.raises(NotImplementedError, match="in-place running-stat updates inside "
-                                                  "flow.jit come with nn.Graph"):  # fmt: skip
-        flow.jit(lambda a: F.batch_norm(a, rm, rv, training=True))(x)
-    assert rm.tolist() == [0.0, 0.0]
-    out = flow.jit(lambda a: F.batch_norm(a, rm, rv))(x)  # evaluation captures the stats
-    np.testing.assert_allclose(out.numpy(), np_batch_norm(x, [0, 0], [1, 1]), rtol=1e-5)
+    out = flow.jit(lambda a: F.batch_norm(a, rm, rv, training=True, momentum=0.5))(x)
+    mean, var, unbiased = batch_stats(x)
+    np.testing.assert_allclose(out.numpy(), np_batch_norm(x, mean, var), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(rm.numpy(), 0.5 * mean, rtol=1e-5)  # written back after the call
+    np.testing.assert_allclose(rv.numpy(), 0.5 + 0.5 * unbiased, rtol=1e-5)
+    out = flow.jit(lambda a: F.batch_norm(a, rm, rv))(x)  # evaluation reads the stats
+    np.testing.assert_allclose(out.numpy(), np_batch_norm(x, rm.numpy(), rv.numpy()), rtol=1e-5)
 
 
 # --------------------------------------------------------------------------- instance norm
