@@ -207,7 +207,7 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -
                     f"got {type(o).__name__}"
                 )
             results.append(o._value if o._trace is trace else trace.lift(o))
-        newborn = list(born(trace)) if born is not None else []
+        newborn = [t for t in (born(trace) if born else ()) if id(t) not in trace.mutated]
         mutated = [t for t, _ in trace.mutated.values()]
         results += trace.restore_mutated()
         results += [t._value for t in newborn]
