@@ -1,7 +1,26 @@
-"""Neural-network building blocks (`flow.nn`)."""
+"""Neural-network building blocks (`flow.nn`): Modules, layers, losses, `functional` and `init`."""
 
 from __future__ import annotations
 
-from . import functional
+from . import (
+    _containers,
+    _conv_layers,
+    _layers,
+    _loss_modules,
+    _module,
+    _norm_layers,
+    functional,
+    init,
+)
+from ._containers import *  # noqa: F403  (each module lists its public names in __all__)
+from ._graph import Graph, GraphConfig
+from ._conv_layers import *  # noqa: F403
+from ._layers import *  # noqa: F403
+from ._loss_modules import *  # noqa: F403
+from ._module import *  # noqa: F403
+from ._norm_layers import *  # noqa: F403
 
-__all__ = ["functional"]
+__all__ = [
+    "functional", "init", "Graph", "GraphConfig", *_module.__all__, *_containers.__all__, *_layers.__all__,
+    *_conv_layers.__all__, *_norm_layers.__all__, *_loss_modules.__all__,
+]  # fmt: skip
