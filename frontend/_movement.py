@@ -25,6 +25,7 @@ from flow import dialect as fd
 from . import _dtypes
 from . import _ops as O
 from . import _primitives as P
+from ._autograd import Function
 from ._primitives import bind, op_error, primitive
 from ._tensor import Tensor
 from ._trace import current_trace
@@ -694,8 +695,32 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
         _check_in_range("embedding", values, num, 0, negative_ok=False)
     elif num == 0 and idx.numel():
         raise op_error("embedding", "cannot look up in an empty weight", cls=IndexError)
-    rows = _take(w, 0, O.reshape(O.to(idx, _dtypes.int64), idx.numel()))
+    flat = O.reshape(O.to(idx, _dtypes.int64), idx.numel())
+    pad_row = None if padding_idx is None else int(padding_idx) % num
+    rows = _Lookup.apply(w, flat, pad_row) if w.requires_grad else _take(w, 0, flat)
     return O.reshape(rows, *idx.shape, w.shape[1])
+
+
+class _Lookup(Function):
+    """Row lookup whose backward is one matmul, onehot(ids)^T @ grad (not a gather VJP
+    over every embedding dim); the padding row gets no gradient, like PyTorch."""
+
+    @staticmethod
+    def forward(ctx, weight, ids, pad_row):
+        ctx.save_for_backward(ids)
+        ctx.num, ctx.pad_row = weight.shape[0], pad_row
+        return _take(weight, 0, ids)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (ids,) = ctx.saved_tensors
+        hits_shape = (ctx.num, ids.shape[0])
+        rows = bind(P.iota, dim=0, shape=hits_shape, dtype=_dtypes.int64)
+        ids_b = bind(P.broadcast_in_dim, ids, dims=(1,), shape=hits_shape)
+        hits = bind(P.compare, rows, ids_b, direction="eq")
+        if ctx.pad_row is not None:
+            hits = O.where(O.ne(rows, ctx.pad_row), hits, False)
+        return O.matmul(O.to(hits, grad.dtype), grad), None, None
 
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
@@ -980,3 +1005,84 @@ __all__ = [
     "eye",
     "full_like",
 ]
+
+
+# --------------------------------------------------------------------------- VJP rules
+
+
+def _zeros_of(t: Tensor) -> Tensor:
+    return bind(P.full, value=0, shape=tuple(t.shape), dtype=t.dtype)
+
+
+def _pad_dim(g: Tensor, d: int, low: int, high: int) -> Tensor:
+    """Zero-pad (or, for negative amounts, crop) dim `d` of `g`."""
+    if low < 0 or high < 0:
+        n = g.shape[d]
+        start, stop = max(-low, 0), n - max(-high, 0)
+        g = _narrow(g, d, start, stop - start)
+        low, high = max(low, 0), max(high, 0)
+    if low == 0 and high == 0:
+        return g
+    lows, highs = [0] * g.ndim, [0] * g.ndim
+    lows[d], highs[d] = low, high
+    return bind(pad_, g, low=tuple(lows), high=tuple(highs), value=0, dtype=g.dtype)
+
+
+def _slice_vjp(ct, x, out, *, start, strides, sizes):
+    """Scatter the slice's cotangent back into zeros of `x`'s shape, one dim at a time."""
+    if any(k == 0 for k in sizes):
+        return (_zeros_of(x),)
+    g = ct
+    for d, (s, st, k) in enumerate(zip(start, strides, sizes)):
+        if st < 0:  # reverse, so positions run upward from the last element read
+            g = _narrow(g, d, k - 1, k, -1)
+            s, st = s + (k - 1) * st, -st
+        if st > 1:  # spread the k values st apart: (.., k, 1, ..) -> pad -> (.., k*st, ..)
+            shape = list(g.shape)
+            g = O.reshape(g, *shape[: d + 1], 1, *shape[d + 1 :])
+            g = _pad_dim(g, d + 1, 0, st - 1)
+            g = O.reshape(g, *shape[:d], k * st, *shape[d + 1 :])
+            g = _narrow(g, d, 0, (k - 1) * st + 1)
+        g = _pad_dim(g, d, s, x.shape[d] - s - g.shape[d])
+    return (g,)
+
+
+def _pad_vjp(ct, x, out, *, low, high, value, dtype):
+    g = ct
+    for d, lo in enumerate(low):
+        g = _narrow(g, d, lo, x.shape[d])
+    return (g,)
+
+
+def _concat_vjp(ct, *xs, out, dim):
+    grads, offset = [], 0
+    for x in xs:
+        grads.append(_narrow(ct, dim, offset, x.shape[dim]))
+        offset += x.shape[dim]
+    return tuple(grads)
+
+
+def _gather_vjp(ct, x, index, out, *, dim):
+    """Scatter-add of the cotangent: a one-hot comparison of `index` with every position of
+    `x` along `dim`, contracted with the cotangent (memory: index elements x size of `dim`)."""
+    n = x.shape[dim]
+    last = lambda t: movedim(t, dim, -1)  # noqa: E731
+    idx, g = last(index), last(ct)  # [..., I]
+    hits_shape = (*idx.shape, n)
+    positions = bind(P.iota, dim=len(hits_shape) - 1, shape=hits_shape, dtype=_dtypes.int64)
+    idx = bind(P.broadcast_in_dim, O.to(idx, _dtypes.int64), dims=tuple(range(idx.ndim)),
+               shape=hits_shape)  # fmt: skip
+    onehot = O.to(bind(P.compare, idx, positions, direction="eq"), g.dtype)  # [..., I, n]
+    summed = O.reshape(O.matmul(O.reshape(g, *g.shape[:-1], 1, g.shape[-1]), onehot),
+                     *g.shape[:-1], n)  # [..., n]  # fmt: skip
+    grad = movedim(summed, -1, dim)
+    for d in range(x.ndim):  # index may cover only a leading block of the other dims
+        if d != dim and grad.shape[d] != x.shape[d]:
+            grad = _pad_dim(grad, d, 0, x.shape[d] - grad.shape[d])
+    return grad, None
+
+
+slice_.vjp = _slice_vjp
+pad_.vjp = _pad_vjp
+concat_.vjp = _concat_vjp
+gather_.vjp = _gather_vjp
