@@ -21,18 +21,18 @@ from ._dtypes import (
     int64,
 )
 from ._jit import Compiled, Lowered, jit
-from ._serialization import CheckpointError, load, save
 from ._math import *  # noqa: F403  (each module lists its public ops in __all__)
 from ._movement import *  # noqa: F403
 from ._ops import *  # noqa: F403
 from ._random import *  # noqa: F403
+from ._serialization import CheckpointError, load, save
 from ._tensor import Size, Tensor, _install_methods
 from ._window import *  # noqa: F403
 
 _install_methods()
 
-from . import autograd, nn, optim  # noqa: E402  (these build on the ops above)
-from . import transforms, utils  # noqa: E402  (data loading builds on the ops above)
+from . import autograd, nn, optim, transforms, utils  # noqa: E402  (these build on the ops above)  # noqa: E402  (data loading builds on the ops above)
+from .nn._activations import log_softmax, softmax  # noqa: E402  (also flow.*, like torch)
 
 bool = bool_  # noqa: A001  (flow.bool, like torch.bool)
 float = float32  # noqa: A001
@@ -45,7 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
-    "utils", "transforms", "optim",
+    "utils", "transforms", "optim", "softmax", "log_softmax",
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",

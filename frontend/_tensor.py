@@ -343,6 +343,11 @@ def _install_methods() -> None:
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
 
+    from .nn import _activations as act
+
+    Tensor.softmax = lambda self, dim=None, dtype=None: act.softmax(self, dim, dtype=dtype)
+    Tensor.log_softmax = lambda self, dim=None, dtype=None: act.log_softmax(self, dim, dtype=dtype)
+
     def inplace(fn, name):
         def method(self, *args, **kwargs):
             return self._rebind(fn(self, *args, **kwargs), name)

@@ -26,55 +26,105 @@ def _samples() -> dict[str, tuple[Callable, list]]:
 
     nnf = flow.nn.functional
     x23, x34, i23, b23 = (2, 3), (3, 4), ((2, 3), I), ((2, 3), B)
-    img = (1, 2, 6, 6)
+    img, img1, img3 = (1, 2, 6, 6), (1, 2, 6), (1, 2, 4, 4, 4)
 
     def fn(name, *rest, **kw):
         target = getattr(flow, name, None) or getattr(nnf, name)
         return lambda *ts: target(*ts, *rest, **kw)
 
     s: dict[str, tuple[Callable, list]] = {}
-    for n in ("neg", "abs", "exp", "sqrt", "rsqrt", "tanh", "relu", "sin", "cos", "tan", "atan",
-              "sinh", "cosh", "erf", "expm1", "floor", "ceil", "trunc", "fix", "round",
-              "reciprocal", "square", "sign", "sigmoid", "isnan", "isinf", "isfinite",
-              "logical_not", "sum", "mean", "prod", "amax", "amin", "max", "min", "var", "std",
-              "var_mean", "std_mean", "all", "any", "count_nonzero", "norm", "argmax", "argmin",
-              "sort", "argsort", "flatten", "squeeze", "t", "clone", "numel"):  # fmt: skip
-        s[n] = (fn(n), [x23])
+
+    def add(names, call_args, specs):
+        for n in names.split():
+            s[n] = (fn(n, *call_args[0], **call_args[1]), specs)
+
+    add("neg abs exp sqrt rsqrt tanh relu sin cos tan atan arctan sinh cosh erf expm1 floor ceil "
+        "trunc fix round reciprocal square sign sigmoid isnan isinf isfinite logical_not sum mean "
+        "prod amax amin max min var std var_mean std_mean all any count_nonzero norm argmax argmin "
+        "sort argsort flatten squeeze t numel zeros_like ones_like rand_like randn_like bernoulli "
+        "relu6 hardtanh hardsigmoid hardswish logsigmoid softplus elu celu selu gelu silu mish "
+        "softsign tanhshrink unbind full_like", ((), {}), [x23])  # fmt: skip
     for n in ("log", "log1p", "log2", "log10", "asin", "acos", "arcsin", "arccos"):
-        s[n] = (lambda n: lambda x: getattr(flow, n)(flow.clamp(x, 0.1, 0.9)))(n), [x23]
-    s["arctan"] = (fn("arctan"), [x23])
-    for n in ("add", "sub", "mul", "div", "maximum", "minimum", "pow", "atan2", "arctan2", "fmod",
-              "remainder", "floor_divide", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-              "logical_or", "logical_xor"):  # fmt: skip
-        s[n] = (fn(n), [x23, x23])
-    for n in ("bitwise_and", "bitwise_or", "bitwise_xor"):
-        s[n] = (fn(n), [i23, i23])
-    s["bitwise_not"] = (fn("bitwise_not"), [i23])
+        s[n] = ((lambda n: lambda x: getattr(flow, n)(flow.clamp(x, 0.1, 0.9)))(n), [x23])
+    add("add sub mul div maximum minimum pow atan2 arctan2 fmod remainder floor_divide eq ne lt "
+        "le gt ge logical_and logical_or logical_xor mse_loss l1_loss smooth_l1_loss huber_loss",
+        ((), {}), [x23, x23])  # fmt: skip
+    add("bitwise_and bitwise_or bitwise_xor", ((), {}), [i23, i23])
+    add("bitwise_not randint_like", ((), {}), [i23])
+    s["randint_like"] = (lambda x: flow.randint_like(x, 0, 5), [i23])
+    s["full_like"] = (lambda x: flow.full_like(x, 2.0), [x23])
     s["where"] = (fn("where"), [b23, x23, x23])
-    s["clamp"] = s["clip"] = (fn("clamp", -0.5, 0.5), [x23])
-    s["clamp_min"], s["clamp_max"] = (fn("clamp_min", 0.0), [x23]), (fn("clamp_max", 0.0), [x23])
-    s["matmul"] = s["mm"] = (fn("matmul"), [x23, x34])
-    s["bmm"] = (fn("bmm"), [(2, 2, 3), (2, 3, 4)])
-    s["mv"], s["dot"], s["outer"] = (fn("mv"), [x23, (3,)]), (fn("dot"), [(3,), (3,)]), (
-        fn("outer"), [(2,), (3,)])  # fmt: skip
+    s["masked_fill"] = (lambda x, m: flow.masked_fill(x, m, 0.0), [x23, b23])
+    add("clamp clip", ((-0.5, 0.5), {}), [x23])
+    add("clamp_min clamp_max", ((0.0,), {}), [x23])
+    add("matmul mm", ((), {}), [x23, x34])
+    add("bmm", ((), {}), [(2, 2, 3), (2, 3, 4)])
+    add("mv", ((), {}), [x23, (3,)])
+    add("dot", ((), {}), [(3,), (3,)])
+    add("outer", ((), {}), [(2,), (3,)])
     s["einsum"] = (lambda a, b: flow.einsum("ij,jk->ik", a, b), [x23, x34])
-    s["logsumexp"] = (fn("logsumexp", 1), [x23])
-    s["topk"] = (fn("topk", 2), [x23])
-    s["cumsum"], s["cumprod"] = (fn("cumsum", 1), [x23]), (fn("cumprod", 1), [x23])
-    s["reshape"] = s["view"] = (fn("reshape", 3, 2), [x23])
-    s["permute"] = (fn("permute", 1, 0), [x23])
-    s["transpose"] = (fn("transpose", 0, 1), [x23])
-    s["unsqueeze"] = (fn("unsqueeze", 0), [x23])
-    s["broadcast_to"] = (fn("broadcast_to", (4, 2, 3)), [x23])
-    s["expand"] = (fn("expand", 4, 2, 3), [x23])
+    add("logsumexp cumsum cumprod softmax log_softmax softmin", ((1,), {}), [x23])
+    add("topk", ((2,), {}), [x23])
+    add("reshape view", ((3, 2), {}), [x23])
+    add("permute", ((1, 0), {}), [x23])
+    add("transpose", ((0, 1), {}), [x23])
+    add("movedim", ((0, 1), {}), [x23])
+    add("unsqueeze", ((0,), {}), [x23])
+    add("broadcast_to", (((4, 2, 3),), {}), [x23])
+    add("expand", ((4, 2, 3), {}), [x23])
     s["to"] = (fn("to", flow.int32), [x23])
-    for n in ("zeros_like", "ones_like"):
-        s[n] = (fn(n), [x23])
+    add("flip", ((1,), {}), [x23])
+    add("roll", ((1, 1), {}), [x23])
+    add("repeat", ((2, 1), {}), [x23])
+    add("tile", (((2, 1),), {}), [x23])
+    add("narrow", ((1, 0, 2), {}), [x23])
+    add("select", ((1, 2), {}), [x23])
+    add("split chunk", ((2, 1), {}), [(2, 4)])
+    add("cat concat concatenate stack", ((), {}), [x23])
+    for n in ("cat", "concat", "concatenate", "stack"):
+        s[n] = ((lambda n: lambda a, b: getattr(flow, n)([a, b], 0))(n), [x23, x23])
+    s["gather"] = (lambda x, i: flow.gather(x, 1, i), [x23, i23])
+    s["take_along_dim"] = (lambda x, i: flow.take_along_dim(x, i, 1), [x23, i23])
+    s["index_select"] = (lambda x: flow.index_select(x, 1, flow.tensor([2, 0])), [x23])
+    s["one_hot"] = (lambda i: flow.one_hot(i, 3), [i23])
+    s["embedding"] = (lambda i, w: flow.embedding(i, w), [i23, (3, 4)])
+    s["pad"] = (fn("pad", (1, 1)), [x23])
     for n, call in (("zeros", lambda: flow.zeros(2, 3)), ("ones", lambda: flow.ones(2, 3)),
-                    ("full", lambda: flow.full((2, 3), 1.5))):  # fmt: skip
+                    ("full", lambda: flow.full((2, 3), 1.5)), ("arange", lambda: flow.arange(5)),
+                    ("linspace", lambda: flow.linspace(0, 1, 5)), ("eye", lambda: flow.eye(3)),
+                    ("rand", lambda: flow.rand(2, 3)), ("randn", lambda: flow.randn(2, 3)),
+                    ("randint", lambda: flow.randint(0, 5, (2, 3))),
+                    ("normal", lambda: flow.normal(0.0, 1.0, (2, 3)))):  # fmt: skip
         s[n] = (call, [])
     s["linear"] = (fn("linear"), [x23, (4, 3), (4,)])
-    _ = img
+    s["conv1d"] = (lambda x, w: nnf.conv1d(x, w, padding=1), [img1, (3, 2, 3)])
+    s["conv2d"] = (lambda x, w: nnf.conv2d(x, w, stride=2), [img, (3, 2, 3, 3)])
+    s["conv3d"] = (lambda x, w: nnf.conv3d(x, w), [img3, (3, 2, 2, 2, 2)])
+    for d, shape in ((1, img1), (2, img), (3, img3)):
+        s[f"max_pool{d}d"] = (fn(f"max_pool{d}d", 2), [shape])
+        s[f"avg_pool{d}d"] = (fn(f"avg_pool{d}d", 2), [shape])
+        s[f"adaptive_avg_pool{d}d"] = (fn(f"adaptive_avg_pool{d}d", 3), [shape])
+    s["interpolate"] = (lambda x: nnf.interpolate(x, scale_factor=2, mode="bilinear"), [img])
+    s["upsample"] = (lambda x: flow.upsample(x, scale_factor=2), [img])
+    s["upsample_nearest"] = (lambda x: flow.upsample_nearest(x, scale_factor=2), [img])
+    s["upsample_bilinear"] = (lambda x: flow.upsample_bilinear(x, scale_factor=2), [img])
+    s["leaky_relu"] = (fn("leaky_relu", 0.1), [x23])
+    s["threshold"] = (fn("threshold", 0.1, 0.0), [x23])
+    s["dropout"] = (fn("dropout", 0.5), [x23])
+    s["normalize"] = (fn("normalize"), [x23])
+    s["batch_norm"] = (lambda x: nnf.batch_norm(x, flow.zeros(3), flow.ones(3)), [x23])
+    s["instance_norm"] = (fn("instance_norm"), [(2, 3, 4)])
+    s["layer_norm"] = (fn("layer_norm", (3,)), [x23])
+    s["rms_norm"] = (fn("rms_norm", (3,)), [x23])
+    s["group_norm"] = (fn("group_norm", 1), [(2, 3, 4)])
+    s["cross_entropy"] = (lambda x: nnf.cross_entropy(x, flow.tensor([0, 2])), [x23])
+    s["nll_loss"] = (lambda x: nnf.nll_loss(x, flow.tensor([0, 2])), [x23])
+    s["kl_div"] = (lambda x, y: nnf.kl_div(x, flow.softmax(y, 1), reduction="batchmean"),
+                   [x23, x23])  # fmt: skip
+    s["binary_cross_entropy"] = (lambda x, y: nnf.binary_cross_entropy(flow.sigmoid(x),
+                                                                       flow.sigmoid(y)),
+                                 [x23, x23])  # fmt: skip
+    s["binary_cross_entropy_with_logits"] = (fn("binary_cross_entropy_with_logits"), [x23, x23])
     return s
 
 
@@ -88,7 +138,9 @@ def _public_ops() -> list[tuple[str, Callable]]:
             obj = getattr(module, n)
             if callable(obj) and not isinstance(obj, (type, flow.dtype)) and n not in ops:
                 ops[n] = obj
-    skip = {"tensor", "from_numpy", "from_dlpack", "is_tensor", "jit", "broadcast_shapes"}
+    skip = {"tensor", "from_numpy", "from_dlpack", "is_tensor", "jit", "broadcast_shapes", "save",
+            "load", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
+            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"}  # fmt: skip
     return sorted((n, f) for n, f in ops.items() if n not in skip)
 
 
@@ -113,10 +165,12 @@ def _check(call: Callable, specs: list) -> tuple[str, str, str]:
     rng = np.random.default_rng(0)
     arrays = _arrays(specs, rng)
     try:
-        call(*(flow.tensor(a) for a in arrays))
+        result = call(*(flow.tensor(a) for a in arrays))
         eager = "yes"
     except Exception as err:  # noqa: BLE001 - the table reports it
-        eager = f"no ({type(err).__name__})"
+        result, eager = None, f"no ({type(err).__name__})"
+    if eager == "yes" and not isinstance(result, (flow.Tensor, tuple, list)):
+        return eager, "n/a (returns a Python value)", "—"
     try:
         module = flow.jit(lambda *ts: call(*ts)).lower(*arrays).module
         used = sorted({op.name for op in module.walk() if op.name.startswith("flow.")})
@@ -125,6 +179,9 @@ def _check(call: Callable, specs: list) -> tuple[str, str, str]:
     except Exception as err:  # noqa: BLE001
         used, jit = [], f"no ({type(err).__name__})"
     return eager, jit, ", ".join(u.removeprefix("flow.") for u in used) or "—"
+
+
+_NOT_DIFFERENTIABLE = {"and", "or", "xor", "compare", "iota", "full", "constant", "random_bits"}
 
 
 def render() -> str:
@@ -139,14 +196,15 @@ def render() -> str:
         "## Primitives",
         "",
         "Each primitive has a numpy kernel (eager), emits one `flow` dialect op, and that op",
-        "has a lowering rule to linalg (compiled). VJP rules arrive with autograd.",
+        "has a lowering rule to linalg (compiled) and a reverse-mode (VJP) rule — n/a for",
+        "primitives with no inputs or with integer / bool results.",
         "",
         "| primitive | dialect op | eager | lowering | VJP |",
         "|---|---|---|---|---|",
     ]
     for name, prim in sorted(PRIMITIVES.items()):
         lowered = "yes" if prim.op in RULES else "no"
-        vjp = "yes" if prim.vjp is not None else "—"
+        vjp = "yes" if prim.vjp is not None else ("n/a" if name in _NOT_DIFFERENTIABLE else "no")
         lines.append(f"| `{name}` | `{prim.op.name}` | yes | {lowered} | {vjp} |")
     samples = _samples()
     lines += [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import _window
 from .._movement import embedding, one_hot, pad
-from .._ops import matmul, relu, t
+from .._ops import matmul, t
 from .._tensor import Tensor
 from .._window import *  # noqa: F403
 from . import _activations, _losses, _norms
@@ -19,5 +19,5 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-__all__ = ["linear", "relu", "pad", "embedding", "one_hot", *_activations.__all__, *_losses.__all__, *_norms.__all__,
+__all__ = ["linear", "pad", "embedding", "one_hot", *_activations.__all__, *_losses.__all__, *_norms.__all__,
            *_window.__all__]  # fmt: skip
