@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-F, I, B = "float32", "int64", "bool"
+FLOAT, INT, BOOL = "float32", "int64", "bool"
 
 
 def _samples() -> dict[str, tuple[Callable, list]]:
@@ -25,7 +25,7 @@ def _samples() -> dict[str, tuple[Callable, list]]:
     import flow
 
     nnf = flow.nn.functional
-    x23, x34, i23, b23 = (2, 3), (3, 4), ((2, 3), I), ((2, 3), B)
+    x23, x34, i23, b23 = (2, 3), (3, 4), ((2, 3), INT), ((2, 3), BOOL)
     img, img1, img3 = (1, 2, 6, 6), (1, 2, 6), (1, 2, 4, 4, 4)
 
     def fn(name, *rest, **kw):
@@ -45,7 +45,7 @@ def _samples() -> dict[str, tuple[Callable, list]]:
         "relu6 hardtanh hardsigmoid hardswish logsigmoid softplus elu celu selu gelu silu mish "
         "softsign tanhshrink unbind full_like", ((), {}), [x23])  # fmt: skip
     for n in ("log", "log1p", "log2", "log10", "asin", "acos", "arcsin", "arccos"):
-        s[n] = ((lambda n: lambda x: getattr(flow, n)(flow.clamp(x, 0.1, 0.9)))(n), [x23])
+        s[n] = (lambda x, n=n: getattr(flow, n)(flow.clamp(x, 0.1, 0.9)), [x23])
     add("add sub mul div maximum minimum pow atan2 arctan2 fmod remainder floor_divide eq ne lt "
         "le gt ge logical_and logical_or logical_xor mse_loss l1_loss smooth_l1_loss huber_loss",
         ((), {}), [x23, x23])  # fmt: skip
@@ -82,7 +82,7 @@ def _samples() -> dict[str, tuple[Callable, list]]:
     add("split chunk", ((2, 1), {}), [(2, 4)])
     add("cat concat concatenate stack", ((), {}), [x23])
     for n in ("cat", "concat", "concatenate", "stack"):
-        s[n] = ((lambda n: lambda a, b: getattr(flow, n)([a, b], 0))(n), [x23, x23])
+        s[n] = (lambda a, b, n=n: getattr(flow, n)([a, b], 0), [x23, x23])
     s["gather"] = (lambda x, i: flow.gather(x, 1, i), [x23, i23])
     s["take_along_dim"] = (lambda x, i: flow.take_along_dim(x, i, 1), [x23, i23])
     s["index_select"] = (lambda x: flow.index_select(x, 1, flow.tensor([2, 0])), [x23])
@@ -147,10 +147,10 @@ def _public_ops() -> list[tuple[str, Callable]]:
 def _arrays(specs: list, rng) -> list[np.ndarray]:
     out = []
     for spec in specs:
-        shape, dtype = spec if isinstance(spec[-1], str) else (spec, F)
-        if dtype == B:
+        shape, dtype = spec if isinstance(spec[-1], str) else (spec, FLOAT)
+        if dtype == BOOL:
             out.append(rng.random(shape) > 0.5)
-        elif dtype == I:
+        elif dtype == INT:
             out.append(rng.integers(0, 3, shape).astype(np.int64))
         else:
             out.append(rng.standard_normal(shape).astype(np.float32))
