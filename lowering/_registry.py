@@ -20,7 +20,7 @@ from xdsl.utils.arg_spec import ArgSpec, ArgSpecParseError, parse_pipeline
 PIPELINES: dict[str, list[str]] = {
     # Everything needed for the hand-off: afterwards no flow op or attribute remains.
     # dce runs first: flow ops are Pure, while xDSL cannot prove linalg.generic dead.
-    "flow-to-iree-input": ["dce", "flow-lower-to-linalg"],
+    "flow-to-iree-input": ["flow-fold-transposes", "dce", "flow-lower-to-linalg"],
 }
 """Named pipelines: name -> pass specs, run in order."""
 
@@ -31,7 +31,12 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LowerToLinalgPass
 
-    return {"flow-lower-to-linalg": lower_to_linalg}
+    def fold_transposes() -> type[ModulePass]:
+        from .fold_transposes import FoldTransposesPass
+
+        return FoldTransposesPass
+
+    return {"flow-lower-to-linalg": lower_to_linalg, "flow-fold-transposes": fold_transposes}
 
 
 def _upstream_passes() -> dict[str, Callable[[], type[ModulePass]]]:

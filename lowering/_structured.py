@@ -13,8 +13,9 @@ from math import prod
 
 from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr, IntegerType, TensorType, i64
-from xdsl.dialects.linalg.ops import IndexOp
+from xdsl.dialects.linalg.ops import GenericOp, IndexOp, YieldOp
 from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr
 
 from flow.dialect import ops as flow
 from flow.dialect.ops import is_float
@@ -70,9 +71,11 @@ def _lower_matmul(op: flow.MatmulOp) -> Lowered:
     nb = len(ty.get_shape()) - 2
     batch = tuple(range(nb))
     m, n, k = nb, nb + 1, nb + 2
+    lhs, lhs_dims = _through_transpose(op.lhs, (*batch, m, k))
+    rhs, rhs_dims = _through_transpose(op.rhs, (*batch, k, n))
     maps = [
-        affine_map(nb + 3, (*batch, m, k)),
-        affine_map(nb + 3, (*batch, k, n)),
+        affine_map(nb + 3, lhs_dims),
+        affine_map(nb + 3, rhs_dims),
         affine_map(nb + 3, (*batch, m, n)),
     ]
     mul, add = (arith.MulfOp, arith.AddfOp) if is_float(el) else (arith.MuliOp, arith.AddiOp)
@@ -83,8 +86,34 @@ def _lower_matmul(op: flow.MatmulOp) -> Lowered:
         return [p, s], s.results[0]
 
     ops, init = _init(0, ty)
-    gen = generic(op.operands, init, maps, iterators((False,) * (nb + 2) + (True,)), body)
+    gen = generic([lhs, rhs], init, maps, iterators((False,) * (nb + 2) + (True,)), body)
     return [*ops, gen], gen.results[0]
+
+
+def _through_transpose(value: SSAValue, dims: tuple[int, ...]) -> tuple[SSAValue, tuple[int, ...]]:
+    """Read through a producer that only permutes dims (a lowered flow.transpose).
+
+    A contraction reading `transpose(x)` at loop dims `dims` reads `x` at the
+    permuted dims instead: IREE then sees one matmul with a transposed operand,
+    which it packs for data tiling directly, rather than a transpose fused into
+    the pack (which IREE 3.13's CPU backend can fail to vectorize).
+    """
+    gen = value.owner
+    if not isinstance(gen, GenericOp) or len(gen.inputs) != 1 or len(gen.outputs) != 1:
+        return value, dims
+    in_map, out_map = (m.data for m in gen.indexing_maps.data)
+    block = gen.body.block
+    yielded = block.last_op
+    if (
+        out_map != identity_map(len(dims)).data
+        or len(block.ops) != 1
+        or not isinstance(yielded, YieldOp)
+        or yielded.operands[0] is not block.args[0]
+        or any(not isinstance(e, AffineDimExpr) for e in in_map.results)
+        or sorted(e.position for e in in_map.results) != list(range(len(dims)))
+    ):
+        return value, dims
+    return gen.inputs[0], tuple(dims[e.position] for e in in_map.results)
 
 
 def _lower_reduce(op: flow.ReduceOp) -> Lowered:

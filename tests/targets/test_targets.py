@@ -136,7 +136,7 @@ def test_table_flags_and_drivers() -> None:
         assert target.description
     assert DEFAULT_TARGET == "cpu"
     cpu = TARGETS["cpu"].device_flags
-    assert "--iree-llvmcpu-target-cpu=host" in cpu and "--iree-opt-data-tiling=true" in cpu
+    assert "--iree-llvmcpu-target-cpu=host" in cpu and "--iree-global-opt-data-tiling=true" in cpu
 
 
 def test_table_drivers_are_known_to_iree_runtime() -> None:
