@@ -24,6 +24,7 @@ from flow.dialect.window import window_output_size
 
 from . import _dtypes
 from . import _primitives as P
+from ._movement import _slice_dims, pad_
 from ._ops import _as_tensor, broadcast_to, div, full, matmul, mul, reshape, tensor
 from ._primitives import bind, op_error, primitive
 from ._tensor import Tensor
@@ -651,3 +652,238 @@ __all__: list[str] = [
     "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "adaptive_avg_pool3d", "interpolate", "upsample", "upsample_nearest", "upsample_bilinear",
 ]  # fmt: skip
+
+
+# --------------------------------------------------------------------------- VJP rules
+#
+# Both rules are written with primitives (conv, reduce_window, slice, pad,
+# reshape, transpose, select), so inside `flow.jit` / `nn.Graph` the backward
+# pass is traced into IR like the forward pass. They share one picture of a
+# window op: result position p reads padded position `p * stride + k * dilation`
+# at window offset k, i.e. unpadded position `p * stride + k * dilation - low`.
+
+
+def _zeros(shape, dtype) -> Tensor:
+    return bind(P.full, value=0, shape=tuple(shape), dtype=dtype)
+
+
+def _spread(g: Tensor, strides: Sequence[int]) -> Tensor:
+    """`g` with `stride - 1` zeros after each element per dim (size `out * stride`): the
+    result positions laid out at their window starts. One reshape-pad-reshape for all dims."""
+    if all(s == 1 for s in strides):
+        return g
+    split, highs, merged = [], [], []
+    for n, s in zip(g.shape, strides):
+        split += [n, 1] if s > 1 else [n]
+        highs += [0, s - 1] if s > 1 else [0]
+        merged.append(n * s)
+    g = bind(P.reshape, g, shape=tuple(split))
+    g = bind(pad_, g, low=(0,) * len(highs), high=tuple(highs), value=0, dtype=g.dtype)
+    return bind(P.reshape, g, shape=tuple(merged))
+
+
+def _place(g: Tensor, lows: Sequence[int], highs: Sequence[int]) -> Tensor | None:
+    """`g` padded with zeros by (low, high) per dim, negative amounts cropping instead; None
+    when a crop leaves nothing (every element fell outside)."""
+    spec = {}
+    for d, (n, lo, hi) in enumerate(zip(g.shape, lows, highs)):
+        if lo < 0 or hi < 0:
+            start, stop = max(-lo, 0), n - max(-hi, 0)
+            if stop <= start:
+                return None
+            spec[d] = (start, stop - start, 1)
+    if spec:
+        g = _slice_dims(g, spec)
+    lows, highs = tuple(max(v, 0) for v in lows), tuple(max(v, 0) for v in highs)
+    if any(lows) or any(highs):
+        g = bind(pad_, g, low=lows, high=highs, value=0, dtype=g.dtype)
+    return g
+
+
+def _transposed(ct: Tensor, sizes, window, strides, dilations, padding):
+    """The operand and (non-negative) padding of the transposed window op over the trailing
+    `len(window)` dims of `ct` (leading dims pass through unpadded).
+
+    Input position i receives `sum_k ct[(i + low - k * dilation) / stride]` over the offsets
+    k where that index is a whole result position. Spreading `ct` by the strides makes every
+    such term a plain element, and the sum becomes a stride-1 window op with the same
+    dilation over the spread cotangent, padded low by `dilation * (window - 1) - low` and
+    high so exactly `sizes` windows fit (negative amounts crop). The window itself must be
+    applied flipped (a convolution, not a correlation). None when nothing reaches the input.
+    """
+    lead = ct.ndim - len(window)
+    outs = ct.shape[lead:]
+    lows = [0] * lead + [d * (k - 1) - lo for k, d, (lo, _) in zip(window, dilations, padding)]
+    highs = [0] * lead + [n + lo - o * s for n, o, s, (lo, _) in zip(sizes, outs, strides, padding)]
+    g = _place(_spread(ct, (1,) * lead + tuple(strides)), [min(v, 0) for v in lows],
+               [min(v, 0) for v in highs])  # fmt: skip
+    if g is None:
+        return None, None
+    return g, tuple((max(lo, 0), max(hi, 0)) for lo, hi in zip(lows, highs))
+
+
+def _conv_input_grad(ct, w, sizes, strides, dilations, padding, groups) -> Tensor:
+    """The transposed convolution of `ct`: weight [C_out, C_in/g, *k] regrouped to
+    [C_in, C_out/g, *k] (in and out channels swapped within each group), flipped in space."""
+    n = ct.ndim - 2
+    c_out, c_in_g, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+    g, pads = _transposed(ct, sizes, kernel, strides, dilations, padding)
+    if g is None:
+        return _zeros((ct.shape[0], c_in_g * groups, *sizes), ct.dtype)
+    wt = bind(P.reshape, w, shape=(groups, c_out // groups, c_in_g, *kernel))
+    wt = bind(P.transpose, wt, permutation=(0, 2, 1, *range(3, 3 + n)))
+    wt = bind(P.reshape, wt, shape=(groups * c_in_g, c_out // groups, *kernel))
+    wt = _slice_dims(wt, {2 + i: (k - 1, k, -1) for i, k in enumerate(kernel) if k > 1})
+    return bind(conv, g, wt, strides=(1,) * n, dilations=tuple(dilations), padding=pads[2:],
+                groups=groups)  # fmt: skip
+
+
+def _conv_weight_grad(ct, x, w, strides, dilations, padding, groups) -> Tensor:
+    """`dw[o, c, k] = sum_{n, p} ct[n, o, p] * x_padded[n, c, p * stride + k * dilation]`: a
+    convolution of the input (input channels as the batch, batch x groups as channels) with
+    the cotangent as the kernel, where stride and dilation swap roles."""
+    n = x.ndim - 2
+    batch, c_in_g = x.shape[0], w.shape[1]
+    sizes, kernel, outs = x.shape[2:], w.shape[2:], ct.shape[2:]
+    pads, crop = [], {}
+    for i, (size, k, o, s, d, (lo, _)) in enumerate(
+        zip(sizes, kernel, outs, strides, dilations, padding)
+    ):
+        # Pad exactly to the extent the windows read; rows no window reads are cut.
+        hi = (o - 1) * s + d * (k - 1) + 1 - size - lo
+        if hi < 0:
+            if size + hi <= 0:
+                return _zeros(w.shape, w.dtype)
+            crop[2 + i] = (0, size + hi, 1)
+        pads.append((lo, max(hi, 0)))
+    xs = _slice_dims(x, crop)
+    spatial = tuple(xs.shape[2:])
+    rest = tuple(range(3, 3 + n))
+    xt = bind(P.reshape, xs, shape=(batch, groups, c_in_g, *spatial))
+    xt = bind(P.transpose, xt, permutation=(2, 1, 0, *rest))
+    xt = bind(P.reshape, xt, shape=(c_in_g, groups * batch, *spatial))
+    ctt = bind(P.transpose, ct, permutation=(1, 0, *range(2, 2 + n)))
+    r = bind(conv, xt, ctt, strides=tuple(dilations), dilations=tuple(strides),
+             padding=tuple(pads), groups=groups)  # fmt: skip
+    return bind(P.transpose, r, permutation=(1, 0, *range(2, 2 + n)))
+
+
+def _conv_vjp(ct, x, w, *, out, strides, dilations, padding, groups):
+    """Input and weight cotangents of `conv`, each computed only when that operand needs it."""
+    gx = gw = None
+    if x.requires_grad:
+        gx = _conv_input_grad(ct, w, x.shape[2:], strides, dilations, padding, groups)
+    if w.requires_grad:
+        gw = _conv_weight_grad(ct, x, w, strides, dilations, padding, groups)
+    return gx, gw
+
+
+def _inside(k, out_shape, sizes, window_args) -> list[np.ndarray] | None:
+    """Per dim, which result positions read a real (unpadded) element at window offset `k`;
+    None when no position does (the offset only ever reads padding)."""
+    masks = []
+    for kk, o, size, s, d, (lo, _) in zip(k, out_shape, sizes, *window_args):
+        pos = kk * d + np.arange(o) * s - lo
+        masks.append((pos >= 0) & (pos < size))
+        if not masks[-1].any():
+            return None
+    return masks
+
+
+def _offset_mask(masks: list[np.ndarray], out_shape) -> Tensor | None:
+    """The per-dim masks of `_inside` as one bool tensor of the result's shape (None: all)."""
+    mask = None
+    for dim, inside in enumerate(masks):
+        if inside.all():
+            continue
+        m = bind(P.broadcast_in_dim, _host_tensor(inside), dims=(dim,), shape=tuple(out_shape))
+        mask = m if mask is None else bind(P.and_, mask, m)
+    return mask
+
+
+def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding):
+    """Cotangent of `reduce_window`: sum spreads each window's cotangent over its elements
+    (the transposed window sum); max / min route it to the first element of the window in
+    row-major order that attains the result (a NaN counts as attaining it; PyTorch's CPU
+    kernel takes the last NaN instead), as PyTorch's pooling backward does; prod gives each
+    element the product of the window's other elements, from prefix and suffix products so
+    zeros are exact. Padding never receives gradient."""
+    sizes = tuple(x.shape)
+    if math.prod(ct.shape) == 0:
+        return (_zeros(sizes, x.dtype),)
+    if kind == "sum":
+        g, pads = _transposed(ct, sizes, window, strides, dilations, padding)
+        if g is None:
+            return (_zeros(sizes, x.dtype),)
+        return (bind(reduce_window, g, kind="sum", window=tuple(window), strides=(1,) * x.ndim,
+                     dilations=tuple(dilations), padding=pads),)  # fmt: skip
+    args = (strides, dilations, padding)
+    inside = {k: _inside(k, ct.shape, sizes, args) for k in np.ndindex(*window)}
+    offsets = [k for k, masks in inside.items() if masks is not None]
+
+    def scatter(k, c):
+        """Place a per-result contribution at the input positions offset `k` reads."""
+        lows = [kk * d - lo for kk, d, (lo, _) in zip(k, dilations, padding)]
+        highs = [n - low - o * s for n, low, o, s in zip(sizes, lows, ct.shape, strides)]
+        return _place(_spread(c, strides), lows, highs)
+
+    if math.prod(window) == 1:  # every window is one element: its cotangent, strided back
+        contributions = [(k, ct) for k in offsets]
+    else:
+        fill = _identity(kind, x.dtype.np_dtype) if kind in ("max", "min") else 1
+        low, high = tuple(lo for lo, _ in padding), tuple(hi for _, hi in padding)
+        xp = x if not any(low) and not any(high) else bind(
+            pad_, x, low=low, high=high, value=fill, dtype=x.dtype)  # fmt: skip
+        taps = [_slice_dims(xp, {i: (kk * d, o, s) for i, (kk, d, o, s)
+                                 in enumerate(zip(k, dilations, ct.shape, strides))})
+                for k in offsets]  # fmt: skip
+        contributions = (
+            _routed(ct, out, taps, offsets, inside)
+            if kind in ("max", "min")
+            else _others(ct, taps, offsets)
+        )
+    grad = None
+    for k, c in contributions:
+        placed = scatter(k, c)
+        if placed is not None:
+            grad = placed if grad is None else bind(P.add, grad, placed)
+    return (_zeros(sizes, x.dtype) if grad is None else grad,)
+
+
+def _routed(ct, out, taps, offsets, inside):
+    """Per window offset, the cotangent of the windows whose first extreme element sits there:
+    the part not yet routed by an earlier offset, where that offset's element equals the
+    result (or is NaN) and is not padding."""
+    zero = _zeros(ct.shape, ct.dtype)
+    left, result = ct, []
+    for i, (k, v) in enumerate(zip(offsets, taps)):
+        hit = bind(P.or_, bind(P.compare, v, out, direction="eq"),
+                   bind(P.compare, v, v, direction="ne"))  # fmt: skip
+        mask = _offset_mask(inside[k], ct.shape)
+        if mask is not None:
+            hit = bind(P.and_, hit, mask)
+        result.append((k, bind(P.select, hit, left, zero)))
+        if i + 1 < len(offsets):
+            left = bind(P.select, hit, zero, left)
+    return result
+
+
+def _others(ct, taps, offsets):
+    """Per window offset, `ct` times the product of the window's other elements (prefix times
+    suffix products over the offsets; padding and skipped offsets hold 1)."""
+    n = len(taps)
+    prefix, suffix = [None] * n, [None] * n
+    for i in range(1, n):
+        prev = prefix[i - 1]
+        prefix[i] = taps[i - 1] if prev is None else bind(P.mul, prev, taps[i - 1])
+        nxt = suffix[n - i]
+        suffix[n - 1 - i] = taps[n - i] if nxt is None else bind(P.mul, taps[n - i], nxt)
+    result = []
+    for k, pre, suf in zip(offsets, prefix, suffix):
+        others = pre if suf is None else suf if pre is None else bind(P.mul, pre, suf)
+        result.append((k, ct if others is None else bind(P.mul, ct, others)))
+    return result
+
+
+conv.vjp = _conv_vjp
+reduce_window.vjp = _reduce_window_vjp
