@@ -1,0 +1,178 @@
+"""One MLP training step (batch 256, 784→1024→1024→10, ReLU, cross-entropy, SGD), side by side.
+
+    python benchmarks/train_step.py [--steps 30]
+
+flow runs it as an nn.Graph (forward + backward + SGD update compiled into one
+IREE module) and eagerly; the peers — PyTorch eager, torch.compile and
+jax.jit — run in the same process when installed (`pip install torch jax`;
+they are never dependencies of flow). Prints the median step time of each and
+its ratio to flow's nn.Graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+BATCH, SIZES, LR = 256, (784, 1024, 1024, 10), 0.01
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
+    y = rng.integers(0, SIZES[-1], BATCH).astype(np.int64)
+    weights = []
+    for fan_in, fan_out in zip(SIZES[:-1], SIZES[1:]):
+        bound = 1 / np.sqrt(fan_in)
+        weights.append(rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32))
+        weights.append(rng.uniform(-bound, bound, fan_out).astype(np.float32))
+    return x, y, weights
+
+
+def _time(step, steps: int) -> float:
+    for _ in range(3):  # warm-up (compiles)
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_flow(steps: int) -> dict[str, float]:
+    import flow
+    import flow.nn as nn
+
+    x, y, weights = _data()
+
+    def model_and_opt():
+        layers = []
+        for i in range(len(SIZES) - 1):
+            lin = nn.Linear(SIZES[i], SIZES[i + 1])
+            lin.weight.copy_(flow.tensor(weights[2 * i]))
+            lin.bias.copy_(flow.tensor(weights[2 * i + 1]))
+            layers += [lin, nn.ReLU()]
+        model = nn.Sequential(*layers[:-1])
+        return model, flow.optim.SGD(model.parameters(), lr=LR)
+
+    model, opt = model_and_opt()
+    loss_fn = nn.CrossEntropyLoss()
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, xb, yb):
+            loss = loss_fn(self.model(xb), yb)
+            loss.backward()
+            return loss
+
+    graph = Step()
+    xt, yt = flow.tensor(x), flow.tensor(y)
+    t0 = time.perf_counter()
+    graph(xt, yt)
+    first = time.perf_counter() - t0
+    out = {"flow nn.Graph": _time(lambda: graph(xt, yt), steps)}
+    print(f"  (flow nn.Graph first call, trace + compile: {first:.2f} s)")
+
+    eager_model, eager_opt = model_and_opt()
+
+    def eager_step():
+        eager_opt.zero_grad()
+        loss_fn(eager_model(xt), yt).backward()
+        eager_opt.step()
+
+    out["flow eager (numpy)"] = _time(eager_step, max(3, steps // 5))
+    return out
+
+
+def bench_torch(steps: int) -> dict[str, float]:
+    try:
+        import torch
+    except ImportError:
+        print("  (torch not installed: pip install torch to compare)")
+        return {}
+    x, y, weights = _data()
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(SIZES) - 1):
+        lin = torch.nn.Linear(SIZES[i], SIZES[i + 1])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(weights[2 * i]))
+            lin.bias.copy_(torch.from_numpy(weights[2 * i + 1]))
+        layers += [lin, torch.nn.ReLU()]
+    model = torch.nn.Sequential(*layers[:-1])
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xt), yt).backward()
+        opt.step()
+
+    out = {"torch eager": _time(step, steps)}
+    try:
+        compiled = torch.compile(step)
+        out["torch.compile"] = _time(compiled, steps)
+    except Exception as err:  # noqa: BLE001 - a peer that cannot compile here is reported
+        print(f"  (torch.compile unavailable: {type(err).__name__}: {str(err)[:80]})")
+    return out
+
+
+def bench_jax(steps: int) -> dict[str, float]:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        print("  (jax not installed: pip install jax to compare)")
+        return {}
+    x, y, weights = _data()
+    params = [jnp.asarray(w) for w in weights]
+
+    def loss_fn(params, xb, yb):
+        h = xb
+        for i in range(0, len(params), 2):
+            h = h @ params[i].T + params[i + 1]
+            if i + 2 < len(params):
+                h = jnp.maximum(h, 0)
+        logp = jax.nn.log_softmax(h)
+        return -jnp.mean(jnp.take_along_axis(logp, yb[:, None], 1))
+
+    @jax.jit
+    def step(params, xb, yb):
+        grads = jax.grad(loss_fn)(params, xb, yb)
+        return [p - LR * g for p, g in zip(params, grads)]
+
+    state = {"p": params}
+    xb, yb = jnp.asarray(x), jnp.asarray(y)
+
+    def run():
+        state["p"] = step(state["p"], xb, yb)
+        jax.block_until_ready(state["p"])
+
+    return {"jax.jit": _time(run, steps)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    results: dict[str, float] = {}
+    print("MLP training step, batch 256, 784-1024-1024-10, f32, cpu")
+    results.update(bench_flow(args.steps))
+    results.update(bench_torch(args.steps))
+    results.update(bench_jax(args.steps))
+    base = results["flow nn.Graph"]
+    print(f"{'':22} {'ms/step':>10} {'time / flow nn.Graph':>22}")
+    for name, t in results.items():
+        print(f"{name:22} {t * 1e3:10.2f} {t / base:22.2f}")
+
+
+if __name__ == "__main__":
+    main()
