@@ -57,6 +57,14 @@ def _param(op: str, name: str, t, shape: Sequence[int], dtype: _dtypes.dtype) ->
     return to(t, dtype)
 
 
+def _channel_params(op: str, x: Tensor, running_mean, running_var, weight, bias) -> tuple:
+    """The optional per-channel tensors of batch / instance norm, checked against `x`."""
+    c = (x.shape[1],)
+    return (_param(op, "running_mean", running_mean, c, x.dtype),
+            _param(op, "running_var", running_var, c, x.dtype),
+            _param(op, "weight", weight, c, x.dtype), _param(op, "bias", bias, c, x.dtype))  # fmt: skip
+
+
 def _moments(x: Tensor, dims: tuple[int, ...]) -> tuple[Tensor, Tensor]:
     """Mean and biased variance over `dims`, both kept as size-1 dims."""
     m = mean(x, dims, keepdim=True)
@@ -106,10 +114,7 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     op = "batch_norm"
     x = _float_input(op, input, 2, "(N, C, *)")
     c = x.shape[1]
-    rm = _param(op, "running_mean", running_mean, (c,), x.dtype)
-    rv = _param(op, "running_var", running_var, (c,), x.dtype)
-    w = _param(op, "weight", weight, (c,), x.dtype)
-    b = _param(op, "bias", bias, (c,), x.dtype)
+    rm, rv, w, b = _channel_params(op, x, running_mean, running_var, weight, bias)
 
     def view(t):
         return _channel_view(t, x.ndim)
@@ -147,10 +152,7 @@ def instance_norm(input: Tensor, running_mean: Tensor | None = None,
     op = "instance_norm"
     x = _float_input(op, input, 3, "(N, C, *spatial)")
     c = x.shape[1]
-    rm = _param(op, "running_mean", running_mean, (c,), x.dtype)
-    rv = _param(op, "running_var", running_var, (c,), x.dtype)
-    w = _param(op, "weight", weight, (c,), x.dtype)
-    b = _param(op, "bias", bias, (c,), x.dtype)
+    rm, rv, w, b = _channel_params(op, x, running_mean, running_var, weight, bias)
 
     def view(t):
         return _channel_view(t, x.ndim)
