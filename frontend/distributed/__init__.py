@@ -1,0 +1,1 @@
+"""Multi-process execution (`flow.distributed`): launching ranks over MPI."""
