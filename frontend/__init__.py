@@ -31,7 +31,7 @@ from ._window import *  # noqa: F403
 
 _install_methods()
 
-from . import autograd, nn, optim, transforms, utils  # noqa: E402  (these build on the ops above)  # noqa: E402  (data loading builds on the ops above)
+from . import autograd, distributed, env, nn, optim, transforms, utils  # noqa: E402  (built on the ops)
 from .nn._activations import log_softmax, softmax  # noqa: E402  (also flow.*, like torch)
 
 bool = bool_  # noqa: A001  (flow.bool, like torch.bool)
@@ -45,7 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
-    "utils", "transforms", "optim", "softmax", "log_softmax",
+    "utils", "transforms", "optim", "softmax", "log_softmax", "env", "distributed",
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",

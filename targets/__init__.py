@@ -4,12 +4,18 @@ Typical use::
 
     vmfb = compile_mlir(mlir_text, "cpu")
     (out,) = load(vmfb, "cpu")["main"](a, b)
+
+Per-rank programs that call MPI collectives (``flow.targets.collectives`` documents the ABI)::
+
+    module = load(vmfb, "cpu", collectives=True)
 """
 
 from __future__ import annotations
 
+from . import collectives
 from .cache import CacheStats
 from .cache import stats as cache_stats
+from .collectives import prepare_iree_for_mpi, register_group, register_mesh
 from .compiler import CompileError, Diagnostic, compile_flags, compile_mlir
 from .runtime import (
     Function,
@@ -19,6 +25,7 @@ from .runtime import (
     UnknownFunctionError,
     available,
     load,
+    resolve_driver,
 )
 from .table import DEFAULT_TARGET, TARGETS, Target, UnknownTargetError, get_target
 
@@ -37,8 +44,13 @@ __all__ = [
     "UnknownTargetError",
     "available",
     "cache_stats",
+    "collectives",
     "compile_flags",
     "compile_mlir",
     "get_target",
     "load",
+    "prepare_iree_for_mpi",
+    "register_group",
+    "register_mesh",
+    "resolve_driver",
 ]

@@ -12,10 +12,16 @@ Results always come back as a tuple of ``numpy.ndarray``:
 * Other drivers: each result is copied to a host-visible staging buffer and then into a fresh
   numpy array (``DeviceArray.to_host()`` fails on lavapipe: it imports host memory that does not
   meet Vulkan's 4096-byte import alignment).
+
+``FLOW_CPU_DRIVER`` (``local-task`` or ``local-sync``) overrides the cpu target's default driver:
+the launcher sets ``local-sync`` when there are at least as many ranks as cores, where each
+rank's ``local-task`` workers would compete for the same cores. ``load`` links the ``comm``
+module of :mod:`flow.targets.collectives` into programs that import it (MPI collectives).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -24,6 +30,7 @@ from typing import Any
 import iree.runtime as rt
 import numpy as np
 
+from .collectives import create_module, imported_collectives, prepare_iree_for_mpi
 from .table import DEFAULT_TARGET, TARGETS, Target, get_target
 
 __all__ = [
@@ -36,6 +43,7 @@ __all__ = [
     "available",
     "device_config",
     "load",
+    "resolve_driver",
 ]
 
 CPU_DRIVERS = ("local-task", "local-sync")
@@ -65,6 +73,7 @@ _configs: dict[str, rt.Config | str] = {}  # driver -> config, or why it is unav
 
 
 def _create_config(driver: str) -> rt.Config | str:
+    prepare_iree_for_mpi()  # under mpiexec, IREE would otherwise fail to load its own libmpi
     try:
         return rt.Config(device=rt.get_device(driver))
     except Exception as err:  # noqa: BLE001 -- any failure means "no usable device"
@@ -79,10 +88,24 @@ def _config_or_reason(driver: str) -> rt.Config | str:
         return entry
 
 
+def resolve_driver(target: str | Target = DEFAULT_TARGET, driver: str | None = None) -> str:
+    """The driver a target runs on: ``driver`` if given, else ``FLOW_CPU_DRIVER`` for the cpu
+    target, else the target's own."""
+    tgt = get_target(target)
+    if driver:
+        return driver
+    env = os.environ.get("FLOW_CPU_DRIVER", "").strip()
+    if tgt.name == "cpu" and env:
+        if env not in CPU_DRIVERS:
+            raise ValueError(f"FLOW_CPU_DRIVER={env!r}: expected one of {', '.join(CPU_DRIVERS)}")
+        return env
+    return tgt.driver
+
+
 def device_config(target: str | Target = DEFAULT_TARGET, driver: str | None = None) -> rt.Config:
     """The shared ``iree.runtime.Config`` (device + VM instance) for a target's driver."""
     tgt = get_target(target)
-    drv = driver or tgt.driver
+    drv = resolve_driver(tgt, driver)
     entry = _config_or_reason(drv)
     if isinstance(entry, str):
         usable = ", ".join(available()) or "none"
@@ -112,16 +135,33 @@ def available() -> tuple[str, ...]:
 
 
 def load(
-    vmfb: bytes, target: str | Target = DEFAULT_TARGET, *, driver: str | None = None
+    vmfb: bytes,
+    target: str | Target = DEFAULT_TARGET,
+    *,
+    driver: str | None = None,
+    collectives: bool | None = None,
 ) -> Module:
     """Load a compiled module onto the device of ``target`` (or of ``driver``, e.g.
-    ``local-sync`` for a cpu module when ranks outnumber cores)."""
+    ``local-sync`` for a cpu module when ranks outnumber cores). With ``collectives`` (by
+    default: when the module imports any), the ``comm`` collectives are linked in (CPU
+    drivers only)."""
     tgt = get_target(target)
-    drv = driver or tgt.driver
+    drv = resolve_driver(tgt, driver)
+    if collectives is None:
+        collectives = bool(imported_collectives(vmfb))
+    if collectives and drv not in CPU_DRIVERS:
+        raise ValueError(
+            f"collectives=True needs a CPU driver ({', '.join(CPU_DRIVERS)}), not {drv!r}"
+        )
     config = device_config(tgt, drv)
+    imports: tuple[rt.VmModule, ...] = ()
+    keep_alive: Any = None
+    if collectives:
+        comm_module, keep_alive = create_module(config.device, vmfb)
+        imports = (comm_module,)
     try:
         vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
-        context = rt.SystemContext(vm_modules=(vm_module,), config=config)
+        context = rt.SystemContext(vm_modules=(*imports, vm_module), config=config)
     except (RuntimeError, ValueError) as err:
         built_for = _module_target(str(err))
         if built_for is not None and built_for != tgt.name:
@@ -133,7 +173,9 @@ def load(
         raise LoadError(
             f"cannot load module for target {tgt.name!r} on driver {drv!r}: {err}"
         ) from None
-    return Module(context, vm_module, tgt, drv)
+    module = Module(context, vm_module, tgt, drv)
+    module._keep_alive = keep_alive
+    return module
 
 
 _IREE_DEVICE_TO_TARGET = {"local": "cpu", "llvm-cpu": "cpu", "cuda": "cuda", "hip": "rocm",
@@ -158,6 +200,7 @@ class Module:
         self.target = target
         self.driver = driver
         self._functions: dict[str, Function] = {}
+        self._keep_alive: Any = None  # the Python module interface behind imports, if any
 
     @property
     def device(self) -> rt.HalDevice:

@@ -2,6 +2,7 @@
 
 flow-run module.vmfb --function main --input x.npy --input 2x2xf32=1,2,3,4
 flow-run script.py [args...]
+flow-run -n 4 script.py [args...]     (4 ranks under mpiexec; -n 1 runs in this process)
 """
 
 from __future__ import annotations
@@ -50,8 +51,15 @@ def parse_input(spec: str) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    nproc, argv = _split_nproc(argv)
     if argv and argv[0].endswith(".py"):
+        if nproc > 1:
+            return _launch_script(nproc, argv[0], argv[1:])
         return _run_script(argv[0], argv[1:])
+    if nproc != 1:
+        print("flow-run: error: -n N runs a Python script: flow-run -n N script.py [args]",
+              file=sys.stderr)  # fmt: skip
+        return 2
     parser = argparse.ArgumentParser(prog="flow-run", description=__doc__.splitlines()[0])
     parser.add_argument("module", help="a .vmfb written by flow-compile, or a .py script")
     parser.add_argument("--function", default="main")
@@ -107,6 +115,41 @@ def _type_name(r: np.ndarray) -> str:
     """IREE-style `2x3xf32`."""
     el = next((k for k, v in _DTYPES.items() if np.dtype(v) == r.dtype), str(r.dtype))
     return "x".join([*map(str, r.shape), el])
+
+
+def _split_nproc(argv: list[str]) -> tuple[int, list[str]]:
+    """``-n N`` / ``--nproc N`` (also ``-nN``, ``--nproc=N``) in front of a script: the number of
+    ranks, and the remaining arguments (1 when absent)."""
+    if not argv:
+        return 1, argv
+    head, rest = argv[0], argv[1:]
+    if head in ("-n", "--nproc") and rest:
+        value, rest = rest[0], rest[1:]
+    elif head.startswith("--nproc="):
+        value = head.split("=", 1)[1]
+    elif head.startswith("-n") and head[2:].isdigit():
+        value = head[2:]
+    else:
+        return 1, argv
+    if not value.isdigit() or int(value) < 1:
+        print(f"flow-run: error: -n expects a number of processes >= 1, got {value!r}",
+              file=sys.stderr)  # fmt: skip
+        sys.exit(2)
+    return int(value), rest
+
+
+def _launch_script(nproc: int, path: str, script_args: list[str]) -> int:
+    """Run a script on ``nproc`` ranks under mpiexec; the largest exit code of the ranks."""
+    from flow.distributed.launch import LauncherNotFoundError, launch
+
+    if not os.path.exists(path):
+        print(f"flow-run: error: script not found: {path}", file=sys.stderr)
+        return 1
+    try:
+        return launch(nproc, path, script_args)
+    except LauncherNotFoundError as err:
+        print(f"flow-run: error: {err}", file=sys.stderr)
+        return 1
 
 
 def _run_script(path: str, script_args: list[str]) -> int:

@@ -1,0 +1,47 @@
+"""Rank 1 fails while rank 0 waits: every rank must exit non-zero quickly, and rank 1 prints
+its traceback. Usage: rank_fault.py barrier|recv|collective|callback
+
+barrier, recv: rank 1 raises while rank 0 is in a barrier / a receive.
+collective: rank 1 raises while rank 0 is in a compiled all_reduce.
+callback: rank 1's compiled all_reduce fails inside the collective (unknown group id).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import flow.env
+
+where = sys.argv[1]
+rank = flow.env.get_rank()
+module = None
+if where in ("collective", "callback"):
+    from flow.targets import collectives, compile_mlir, load
+
+    T = "tensor<4xf32>"
+    module = load(compile_mlir(f"""
+{collectives.declare("all_reduce_sum", T)}
+func.func @all_reduce(%x: {T}, %g: i32) -> {T} {{
+  %y = func.call @{collectives.import_name("all_reduce_sum", T)}(%x, %g) : ({T}, i32) -> {T}
+  return %y : {T}
+}}
+""", "cpu"))  # fmt: skip
+    flow.env.barrier()
+
+if rank == 1:
+    time.sleep(0.5)  # let rank 0 block first
+    if where == "callback":
+        module["all_reduce"](np.ones(4, np.float32), 99)
+    raise ValueError("deliberate failure on rank 1")
+if where == "barrier":
+    flow.env.barrier()
+elif where == "recv":
+    from mpi4py import MPI
+
+    MPI.COMM_WORLD.Recv(np.empty(4), source=1)
+else:
+    module["all_reduce"](np.ones(4, np.float32), 0)
+print("rank 0 was not stopped", flush=True)
