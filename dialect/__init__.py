@@ -9,14 +9,15 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.ir import Dialect
 
-from . import movement, ops, random, window
+from . import distributed, movement, ops, random, window
 from .attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
+from .distributed import *  # noqa: F403
 from .movement import *  # noqa: F403  (each family module lists its ops in __all__)
 from .ops import *  # noqa: F403
 from .random import *  # noqa: F403
 from .window import *  # noqa: F403
 
-ALL_OPS = ops.ALL_OPS + movement.OPS + window.OPS + random.OPS
+ALL_OPS = ops.ALL_OPS + movement.OPS + window.OPS + random.OPS + distributed.OPS
 """Every op of the dialect, by family."""
 
 Flow = Dialect(
@@ -31,6 +32,7 @@ Flow = Dialect(
         *movement.ATTRS,
         *window.ATTRS,
         *random.ATTRS,
+        *distributed.ATTRS,
     ],
 )
 
@@ -47,5 +49,6 @@ def make_context() -> Context:
 
 
 __all__ = ["Flow", "make_context", "DistAttr", "PlacementAttr", "Sbp", "SbpAttr", "dist_of",
-           *ops.__all__, *movement.__all__, *window.__all__, *random.__all__]  # fmt: skip
+           *ops.__all__, *movement.__all__, *window.__all__, *random.__all__,
+           *distributed.__all__]  # fmt: skip
 __all__ = [n for n in __all__ if n != "ALL_OPS"] + ["ALL_OPS"]

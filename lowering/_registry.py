@@ -36,7 +36,28 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return FoldTransposesPass
 
-    return {"flow-lower-to-linalg": lower_to_linalg, "flow-fold-transposes": fold_transposes}
+    def infer_sbp() -> type[ModulePass]:
+        from .infer_sbp import InferSbpPass
+
+        return InferSbpPass
+
+    def boxing_to_collectives() -> type[ModulePass]:
+        from .boxing_to_collectives import BoxingToCollectivesPass
+
+        return BoxingToCollectivesPass
+
+    def partition() -> type[ModulePass]:
+        from .partition import PartitionPass
+
+        return PartitionPass
+
+    return {
+        "flow-lower-to-linalg": lower_to_linalg,
+        "flow-fold-transposes": fold_transposes,
+        "flow-infer-sbp": infer_sbp,
+        "flow-boxing-to-collectives": boxing_to_collectives,
+        "flow-partition": partition,
+    }
 
 
 def _upstream_passes() -> dict[str, Callable[[], type[ModulePass]]]:

@@ -12,7 +12,7 @@ func.func @f(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
 }
 
 // RUN: not flow-opt %s -p dce,no-such-pass 2>&1 | FileCheck %s --check-prefix=UNKNOWN
-// UNKNOWN: flow-opt: error: unknown pass 'no-such-pass' in pipeline 'dce,no-such-pass'; registered passes: {{.*}}flow-lower-to-linalg, flow-to-iree-input
+// UNKNOWN: flow-opt: error: unknown pass 'no-such-pass' in pipeline 'dce,no-such-pass'; registered passes: {{.*}}flow-lower-to-linalg, {{.*}}flow-to-iree-input
 // UNKNOWN-NOT: Traceback
 
 // RUN: not flow-opt %s -p 'dce{' 2>&1 | FileCheck %s --check-prefix=SPEC

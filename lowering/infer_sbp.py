@@ -1,0 +1,208 @@
+"""`flow-infer-sbp`: give every value of a global program its distribution.
+
+Walks each function in order, starting from its global arguments. For each
+flow op on global tensors it asks the op's SBP signatures (dialect/sbp.py) for
+the cheapest one given its operands' current SBPs, inserts `flow.boxing` on
+the operands that need converting, sets each result's `#flow.dist` encoding
+and records the choice as `sbp_signature = "[S(0)], [B] -> [S(0)]"` on the op.
+Function results keep the distribution their declared type gives, with a final
+boxing where needed. Explicit `flow.boxing` / `flow.to_global` ops keep their
+declared result types (a boxing that became an identity is removed).
+
+Local values that are provably the same on every rank (constants, `full`,
+`iota`, and flow ops computing only on such values) are promoted to
+broadcast global tensors where an op mixes them with global ones; any other
+local operand of a global op is an error (convert it with `flow.to_global`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, StringAttr, TensorType, UnknownLoc
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.utils.exceptions import PassFailedException
+
+from flow.dialect import distributed as dd
+from flow.dialect import sbp as sbp_rules
+from flow.dialect.attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
+from flow.dialect.ops import FlowOp
+
+SIGNATURE_ATTR = "sbp_signature"
+"""The discardable attribute recording the signature flow-infer-sbp chose for an op."""
+
+
+def fail(op: Operation, msg: str) -> PassFailedException:
+    """A pass error naming the op and, when it has one, its source location."""
+    loc = op.location
+    where = ""
+    if isinstance(loc, FileLineColLoc):
+        where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
+    elif not isinstance(loc, UnknownLoc):
+        where = f"{loc}: "
+    return PassFailedException(f"{where}'{op.name}' op {msg}")
+
+
+def with_dist(ty: Attribute, placement: PlacementAttr, nd: tuple[Sbp, ...]) -> TensorType:
+    """`ty`'s shape and element type, distributed as `nd` over `placement`."""
+    assert isinstance(ty, TensorType)
+    return TensorType(ty.element_type, ty.get_shape(), DistAttr(placement, SbpAttr.get(nd)))
+
+
+def insert_boxing(value: SSAValue, to: TensorType, before: Operation) -> SSAValue:
+    """`value` boxed to type `to`, by a `flow.boxing` inserted before `before`."""
+    box = dd.BoxingOp(operands=[value], result_types=[to])
+    box.location = before.location
+    Rewriter.insert_op(box, InsertPoint.before(before))
+    return box.result
+
+
+class _Inference:
+    """The state of one function's walk: which local values are replicated on every rank."""
+
+    def __init__(self) -> None:
+        self.replicated: set[SSAValue] = set()
+        self.boxed: dict[tuple[SSAValue, Attribute], SSAValue] = {}
+        """Boxings made so far, reused by later users (one block: the first dominates)."""
+
+    def _box(self, value: SSAValue, to: TensorType, before: Operation) -> SSAValue:
+        key = (value, to)
+        if key not in self.boxed:
+            self.boxed[key] = insert_boxing(value, to, before)
+        return self.boxed[key]
+
+    def run(self, f: func.FuncOp) -> None:
+        if f.body.blocks.first is None:
+            return
+        for op in list(f.body.block.ops):
+            if isinstance(op, func.ReturnOp):
+                self._results(f, op)
+            elif isinstance(op, dd.BoxingOp):
+                if op.operand.type == op.result.type:
+                    op.result.replace_all_uses_with(op.operand)
+                    Rewriter.erase_op(op)
+            elif isinstance(op, FlowOp):
+                self._op(op)
+            elif isinstance(op, (*dd.GLOBAL_OPS, *dd.COLLECTIVE_OPS)):
+                continue
+            elif any(dist_of(v.type) for v in (*op.operands, *op.results)):
+                raise fail(op, "is not a flow op and cannot compute on global tensors")
+
+    def _promote(self, op: Operation, index: int, placement: PlacementAttr) -> SSAValue:
+        value = op.operands[index]
+        if value not in self.replicated:
+            raise fail(
+                op,
+                f"mixes global operands on {placement} with operand #{index} of local type "
+                f"{value.type}, which may differ between ranks; convert it with flow.to_global",
+            )
+        ndim = len(placement.mesh_shape)
+        glob = dd.ToGlobalOp(
+            operands=[value], result_types=[with_dist(value.type, placement, (Sbp("B"),) * ndim)]
+        )
+        glob.location = op.location
+        Rewriter.insert_op(glob, InsertPoint.before(op))
+        return glob.result
+
+    def _op(self, op: FlowOp) -> None:
+        dists = [dist_of(o.type) for o in op.operands]
+        placements = list(dict.fromkeys(d.placement for d in dists if d is not None))
+        declared = [d for r in op.results if (d := dist_of(r.type)) is not None]
+        if not placements and not declared:
+            if all(o in self.replicated for o in op.operands):
+                self.replicated.update(op.results)
+            return
+        if len(placements) > 1:
+            listing = ", ".join(str(p) for p in placements)
+            raise fail(
+                op,
+                f"expected all global operands on one placement, got {listing}; "
+                "move them with flow.boxing first",
+            )
+        placement = placements[0] if placements else declared[0].placement
+        operands = list(op.operands)
+        for i, d in enumerate(dists):
+            if d is None:
+                operands[i] = self._promote(op, i, placement)
+        op.operands = operands
+        current = [dist_of(o.type).sbp.sbps for o in op.operands]
+        sig = sbp_rules.choose(op, current, placement.mesh_shape)
+        boxed = [
+            o if have == want else self._box(o, with_dist(o.type, placement, want), op)
+            for o, have, want in zip(op.operands, current, sig.inputs)
+        ]
+        op.operands = boxed
+        for r, nd in zip(list(op.results), sig.outputs):
+            want = dist_of(r.type)
+            new = Rewriter.replace_value_with_new_type(r, with_dist(r.type, placement, nd))
+            if not op.operands and want is not None and want.sbp.sbps != nd:
+                # A value made on every rank, declared with another distribution.
+                uses = list(new.uses)
+                box = dd.BoxingOp(
+                    operands=[new],
+                    result_types=[with_dist(new.type, want.placement, want.sbp.sbps)],
+                )
+                box.location = op.location
+                Rewriter.insert_op(box, InsertPoint.after(op))
+                for use in uses:
+                    use.operation.operands[use.index] = box.result
+        op.attributes[SIGNATURE_ATTR] = StringAttr(sig.name)
+
+    def _results(self, f: func.FuncOp, ret: func.ReturnOp) -> None:
+        outputs = f.function_type.outputs.data
+        values = list(ret.operands)
+        for i, (v, want) in enumerate(zip(values, outputs)):
+            have = v.type
+            if have == want:
+                continue
+            dh, dw = dist_of(have), dist_of(want)
+            assert isinstance(have, TensorType)
+            if not isinstance(want, TensorType) or (
+                (have.get_shape(), have.element_type) != (want.get_shape(), want.element_type)
+            ):
+                raise fail(ret, f"returns {have} as result #{i}, declared as {want}")
+            if dw is None:
+                raise fail(
+                    ret,
+                    f"returns the global tensor {have} as result #{i}, declared local ({want}); "
+                    "take this rank's shard with flow.to_local",
+                )
+            if dh is None:
+                v = self._promote(ret, i, dw.placement)
+            if v.type != want:
+                v = self._box(v, want, ret)
+            values[i] = v
+        ret.operands = values
+
+
+def atomically(module: ModuleOp, rewrite: Callable[[ModuleOp], None]) -> None:
+    """Apply `rewrite` to a copy of `module`, keeping the result only if it succeeds.
+
+    A pass that fails halfway then leaves its input intact, for the repro.
+    """
+    work = module.clone()
+    rewrite(work)
+    module.body.erase_block(module.body.block, safe_erase=False)
+    work.body.move_blocks(module.body)
+
+
+def infer_sbp(module: ModuleOp) -> None:
+    """Run SBP inference on every function of `module`."""
+    for op in module.walk():
+        if isinstance(op, func.FuncOp):
+            _Inference().run(op)
+
+
+@dataclass(frozen=True)
+class InferSbpPass(ModulePass):
+    """Choose an SBP signature for every op on global tensors and insert the boxing it needs."""
+
+    name = "flow-infer-sbp"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        atomically(op, infer_sbp)
