@@ -882,7 +882,7 @@ def _compute_dtype(dt: _dtypes.dtype) -> _dtypes.dtype:
     return _dtypes.int64
 
 
-def arange(start=0, end=None, step=1, *, dtype=None) -> Tensor:
+def arange(start=0, end=None, step=1, *, dtype=None, placement=None, sbp=None) -> Tensor:
     """`[start, start + step, ...)` below `end`: ceil((end - start) / step) values; int64 when
     every bound is an int, else float32 (unless `dtype` says otherwise)."""
     if end is None:
@@ -912,7 +912,7 @@ def arange(start=0, end=None, step=1, *, dtype=None) -> Tensor:
         out = O.mul(out, step)
     if start != 0:
         out = O.add(out, start)
-    return O.to(out, dt)
+    return O._globalize(O.to(out, dt), placement, sbp)
 
 
 def linspace(start, end, steps: int, *, dtype=None) -> Tensor:

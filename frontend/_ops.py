@@ -81,18 +81,31 @@ def _shape_arg(op: str, size) -> tuple[int, ...]:
     return tuple(int(s) for s in size)
 
 
-def full(size, fill_value, dtype=None) -> Tensor:
+def full(size, fill_value, dtype=None, *, placement=None, sbp=None) -> Tensor:
+    """A tensor filled with `fill_value`; global when `placement` and `sbp` are given."""
     shape = _shape_arg("full", tuple(size) if isinstance(size, (tuple, list)) else (size,))
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.as_dtype(type(fill_value))
-    return bind(P.full, value=fill_value, shape=shape, dtype=dt)
+    out = bind(P.full, value=fill_value, shape=shape, dtype=dt)
+    return _globalize(out, placement, sbp)
 
 
-def zeros(*size, dtype=None) -> Tensor:
-    return full(_shape_arg("zeros", size), 0, dtype or _dtypes.DEFAULT_FLOAT)
+def _globalize(value: Tensor, placement, sbp) -> Tensor:
+    """`value` (the same on every rank) as a global tensor when a placement or sbp is given."""
+    if placement is None and sbp is None:
+        return value
+    from ._global import from_global_value
+
+    return from_global_value(value, placement, sbp)
 
 
-def ones(*size, dtype=None) -> Tensor:
-    return full(_shape_arg("ones", size), 1, dtype or _dtypes.DEFAULT_FLOAT)
+def zeros(*size, dtype=None, placement=None, sbp=None) -> Tensor:
+    shape = _shape_arg("zeros", size)
+    return full(shape, 0, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
+
+
+def ones(*size, dtype=None, placement=None, sbp=None) -> Tensor:
+    shape = _shape_arg("ones", size)
+    return full(shape, 1, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
 
 
 def zeros_like(x: Tensor, dtype=None) -> Tensor:
@@ -198,9 +211,18 @@ def _promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
     for x in xs:
         if isinstance(x, Tensor):
             out.append(broadcast_to(to(x, dt), shape))
+        elif tensors[0].is_global:  # a scalar next to global tensors is a broadcast one
+            g = tensors[0].placement
+            out.append(full(shape, x, dt, placement=g, sbp=(_global_B(),) * len(g.hierarchy)))
         else:
             out.append(full(shape, x, dt))
     return out
+
+
+def _global_B():
+    from ._global import sbp
+
+    return sbp.broadcast
 
 
 # --------------------------------------------------------------------------- elementwise

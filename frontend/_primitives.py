@@ -62,6 +62,10 @@ def bind(prim: Primitive, *args, **params):
     """Apply a primitive to Tensors: emit IR when tracing, else run the numpy kernel."""
     from ._tensor import Tensor
 
+    if any(getattr(a, "_dist", None) is not None for a in args):
+        from ._global import global_bind
+
+        return global_bind(prim, args, params)
     trace = current_trace()
     for a in args:
         if a._trace is not None and a._trace is not trace:

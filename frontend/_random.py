@@ -28,7 +28,7 @@ from flow.dialect.random import (
 
 from . import _dtypes
 from . import _primitives as P
-from ._ops import _promote, _shape_arg, abs, full, log, mul, reshape, sqrt, to, where
+from ._ops import _globalize, _promote, _shape_arg, abs, full, log, mul, reshape, sqrt, to, where
 from ._primitives import bind, op_error, primitive
 from ._tensor import Tensor
 from ._trace import current_trace
@@ -283,16 +283,21 @@ def _float_dtype(op: str, dtype) -> _dtypes.dtype:
     return dt
 
 
-def rand(*size, generator: Generator | None = None, dtype=None) -> Tensor:
-    """Uniform samples from [0, 1) of shape `size`."""
+def rand(*size, generator: Generator | None = None, dtype=None, placement=None,
+         sbp=None) -> Tensor:  # fmt: skip
+    """Uniform samples from [0, 1) of shape `size` (global with `placement` and `sbp`: the
+    global value is drawn on every rank, so it does not depend on the SBP or world size)."""
     shape = _shape_arg("rand", size)
-    return _uniform(shape, _float_dtype("rand", dtype), _generator("rand", generator))
+    out = _uniform(shape, _float_dtype("rand", dtype), _generator("rand", generator))
+    return _globalize(out, placement, sbp)
 
 
-def randn(*size, generator: Generator | None = None, dtype=None) -> Tensor:
-    """Standard normal samples of shape `size`."""
+def randn(*size, generator: Generator | None = None, dtype=None, placement=None,
+          sbp=None) -> Tensor:  # fmt: skip
+    """Standard normal samples of shape `size` (global with `placement` and `sbp`)."""
     shape = _shape_arg("randn", size)
-    return _normal(shape, _float_dtype("randn", dtype), _generator("randn", generator))
+    out = _normal(shape, _float_dtype("randn", dtype), _generator("randn", generator))
+    return _globalize(out, placement, sbp)
 
 
 def rand_like(input: Tensor, *, dtype=None, generator: Generator | None = None) -> Tensor:

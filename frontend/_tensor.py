@@ -39,6 +39,7 @@ class Tensor:
         "_requires_grad",
         "_node",
         "grad",
+        "_dist",  # global tensors: placement and SBP (frontend/_global.py); unset when local
         "__weakref__",
     )
     __array_priority__ = 1000  # numpy defers to our operators
@@ -160,6 +161,8 @@ class Tensor:
         t._data, t._value, t._trace = self._data, self._value, self._trace
         t._requires_grad, t._node, t.grad = False, None, None
         t._shape, t._dtype = self._shape, self._dtype
+        if getattr(self, "_dist", None) is not None:
+            t._dist = self._dist
         return t
 
     def detach_(self) -> Tensor:
@@ -168,6 +171,11 @@ class Tensor:
 
     # ------------------------------------------------------------------ host access
     def numpy(self) -> np.ndarray:
+        """The value as a numpy array; of a global tensor, the global value (a collective)."""
+        if getattr(self, "_dist", None) is not None:
+            from ._global import global_numpy
+
+            return global_numpy(self)
         if self._data is None:
             raise RuntimeError(
                 "numpy() needs a concrete value, but this tensor is being traced inside "
@@ -228,7 +236,10 @@ class Tensor:
         """A copy that shares no memory with this tensor."""
         if self._data is None:
             return self  # traced values are immutable
-        return Tensor._eager(self._data.copy())
+        t = Tensor._eager(self._data.copy())
+        if getattr(self, "_dist", None) is not None:
+            t._shape, t._dist = self._shape, self._dist
+        return t
 
     def contiguous(self) -> Tensor:
         if self._data is None or self._data.flags.c_contiguous:
@@ -303,9 +314,51 @@ class Tensor:
     def zero_(self) -> Tensor:
         return self.fill_(0)
 
+    # ------------------------------------------------------------------ global tensors
+    @property
+    def is_global(self) -> bool:
+        """Whether this is a global tensor (placement + SBP), as made by `to_global`."""
+        return getattr(self, "_dist", None) is not None
+
+    @property
+    def is_local(self) -> bool:
+        return not self.is_global
+
+    @property
+    def placement(self):
+        """The `flow.placement` of a global tensor (an error for a local one)."""
+        if not self.is_global:
+            raise RuntimeError("placement: a local tensor has no placement; see to_global")
+        return self._dist.placement
+
+    @property
+    def sbp(self) -> tuple:
+        """The SBP of a global tensor: one `flow.sbp` entry per placement axis."""
+        if not self.is_global:
+            raise RuntimeError("sbp: a local tensor has no sbp; see to_global")
+        from ._global import sbp as _sbp
+
+        return tuple(_sbp.sbp(s) for s in self._dist.sbp)
+
+    def to_global(self, placement=None, sbp=None) -> Tensor:
+        """A global tensor: from a local one (this rank's shard, replica or addend, as `sbp`
+        says) or from a global one (boxing to `sbp` and/or moving to `placement`)."""
+        from ._global import to_global
+
+        return to_global(self, placement, sbp)
+
+    def to_local(self) -> Tensor:
+        """This rank's shard of a global tensor (a local tensor is returned as is)."""
+        from ._global import to_local
+
+        return to_local(self)
+
     def __repr__(self) -> str:
         if self._data is None:
             return f"Tensor(traced, shape={list(self._shape)}, dtype={self._dtype!r})"
+        if self.is_global:
+            return (f"tensor(global, shape={list(self._shape)}, dtype={self._dtype!r}, "
+                    f"{self._dist.describe()})")  # fmt: skip
         body = np.array2string(self._data, separator=", ", prefix="tensor(")
         return f"tensor({body}, dtype={self._dtype!r})"
 
