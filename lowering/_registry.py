@@ -51,12 +51,25 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return PartitionPass
 
+    def lower_collectives() -> type[ModulePass]:
+        from .lower_collectives import LowerCollectivesPass
+
+        return LowerCollectivesPass
+
+    def partition_to_iree_input() -> type[ModulePass]:
+        from .lower_collectives import PartitionToIreeInputPass
+
+        return PartitionToIreeInputPass
+
     return {
         "flow-lower-to-linalg": lower_to_linalg,
         "flow-fold-transposes": fold_transposes,
         "flow-infer-sbp": infer_sbp,
         "flow-boxing-to-collectives": boxing_to_collectives,
         "flow-partition": partition,
+        "flow-lower-collectives": lower_collectives,
+        # A pass, not a named pipeline: it takes the option rank=R.
+        "flow-partition-to-iree-input": partition_to_iree_input,
     }
 
 

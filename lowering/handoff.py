@@ -38,9 +38,11 @@ def to_iree_text(module: ModuleOp, *, debuginfo: bool = False) -> str:
     from xdsl.printer import Printer
 
     leftover = sorted({op.name for op in module.walk() if op.name.startswith("flow.")})
+    leftover += sorted({f"attribute {name} on {op.name}" for op in module.walk()
+                        for name in op.attributes if name.startswith("flow.")})  # fmt: skip
     if leftover:
         raise HandoffError(
-            f"cannot hand off to IREE: flow ops remain ({', '.join(leftover)}); "
+            f"cannot hand off to IREE: flow ops or attributes remain ({', '.join(leftover)}); "
             "run the flow-to-iree-input pipeline first"
         )
     out = StringIO()

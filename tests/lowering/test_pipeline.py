@@ -120,7 +120,9 @@ def test_failing_pass_is_named_with_a_repro(tmp_path):
 
 
 def test_handoff_refuses_flow_ops():
-    with pytest.raises(HandoffError, match=r"flow ops remain \(flow.add, flow.broadcast_in_dim"):
+    with pytest.raises(
+        HandoffError, match=r"flow ops or attributes remain \(flow.add, flow.broadcast_in_dim"
+    ):
         to_iree_text(_mlp())
 
 
@@ -165,3 +167,12 @@ def test_lowering_error_names_the_source_location():
     m = module(function("g", [tensor(f32, 4)], build))
     with pytest.raises(PassFailedException, match=r"^model.py:7:3: 'flow.full' op result #0"):
         lower_module(m)
+
+
+def test_handoff_refuses_flow_attributes():
+    from xdsl.dialects.builtin import ModuleOp, StringAttr
+
+    m = ModuleOp([])
+    m.attributes["flow.comm_groups"] = StringAttr("[[0, 1]]")
+    with pytest.raises(HandoffError, match="attribute flow.comm_groups on builtin.module"):
+        to_iree_text(m)
