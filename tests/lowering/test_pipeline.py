@@ -169,7 +169,7 @@ def test_lowering_error_names_the_source_location():
         lower_module(m)
 
 
-def test_handoff_refuses_flow_attributes():
+def test_handoff_refuses_flow_op_attributes():
     from xdsl.dialects.builtin import ModuleOp, StringAttr
 
     m = ModuleOp([])
