@@ -116,6 +116,7 @@ def _accumulate(grads: dict, t, ct) -> None:
 
 def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool, wanted=None):
     """Propagate `cts` from `roots`; returns {id(tensor): (tensor, grad)} of leaves (or `wanted`)."""
+    from ._global import creating_like, grad_to_leaf
     from ._primitives import op_error
 
     grads: dict[int, tuple] = {}
@@ -140,7 +141,8 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
                 raise op_error("backward", f"'{node.name}' has no derivative rule (it is not "
                                "differentiable, or its VJP is not implemented)",
                                cls=RuntimeError)  # fmt: skip
-            in_cts = node.vjp(ct, *node.inputs, out=node.out, **node.params)
+            with creating_like(node.out, *node.inputs):  # constants of global rules are global
+                in_cts = node.vjp(ct, *node.inputs, out=node.out, **node.params)
             if not isinstance(in_cts, (tuple, list)):
                 in_cts = (in_cts,)
             for t, g in zip(node.inputs, in_cts):
@@ -153,18 +155,19 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
                 if g.dtype is not t.dtype:
                     g = g.to(t.dtype)
                 if t._node is None:
-                    _accumulate(leaves, t, g)
+                    _accumulate(leaves, t, grad_to_leaf(g, t))
                 else:
                     _accumulate(grads, t, g)
             if not retain_graph:
                 node.freed = True
     for t, g in grads.values():  # roots that are leaves themselves
         if t._node is None:
-            _accumulate(leaves, t, g)
+            _accumulate(leaves, t, grad_to_leaf(g, t))
     return leaves
 
 
 def _initial_cts(outputs: Sequence, grad_outputs) -> list:
+    from ._global import creating_like
     from ._ops import ones_like, tensor
     from ._primitives import op_error
 
@@ -179,7 +182,8 @@ def _initial_cts(outputs: Sequence, grad_outputs) -> list:
                 raise op_error("backward", "grad can be implicitly created only for scalar "
                                f"outputs (got shape {list(out.shape)}); pass gradient=",
                                cls=RuntimeError)  # fmt: skip
-            g = ones_like(out)
+            with creating_like(out):  # a global output's seed is global (broadcast)
+                g = ones_like(out)
         elif not hasattr(g, "_dtype"):
             g = tensor(g, dtype=out.dtype)
         if tuple(g.shape) != tuple(out.shape):

@@ -29,7 +29,10 @@ is never imported.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import product
 from types import SimpleNamespace
@@ -52,7 +55,19 @@ from flow.dialect.distributed import (
 from . import _dtypes, env
 from ._tensor import Size, Tensor
 
-__all__ = ["GlobalInfo", "placement", "sbp", "global_bind", "is_global", "from_global_value"]
+__all__ = [
+    "GlobalInfo",
+    "placement",
+    "sbp",
+    "global_bind",
+    "is_global",
+    "from_global_value",
+    "creating_like",
+    "creation_placement",
+    "global_create",
+    "grad_to_leaf",
+    "to_global_",
+]
 
 # --------------------------------------------------------------------------- placement
 
@@ -291,7 +306,7 @@ def _moved(x: np.ndarray, dim: int) -> np.ndarray:
 
 def _all_reduce(x: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
     comm = _group_comm(group)
-    send = np.ascontiguousarray(x)
+    send = np.ascontiguousarray(x).reshape(np.shape(x))  # 0-d stays 0-d
     out = np.empty_like(send)
     comm.Allreduce(send, out, op=_mpi().SUM)
     return out
@@ -429,7 +444,7 @@ def _change_placement(x: np.ndarray, shape: Sequence[int], dtype: np.dtype, src:
     for j, r in enumerate(r for r in dst_ranks if r not in src_ranks):
         sender = src_ranks[j % len(src_ranks)]
         if me == sender:
-            requests.append(world.isend(np.ascontiguousarray(value), dest=r, tag=7001))
+            requests.append(world.isend(np.array(value), dest=r, tag=7001))
         if me == r:
             value = world.recv(source=sender, tag=7001)
     for req in requests:
@@ -445,11 +460,46 @@ def _change_placement(x: np.ndarray, shape: Sequence[int], dtype: np.dtype, src:
 def to_global(t: Tensor, placement_: placement | None = None, sbp_: Any = None) -> Tensor:
     """A global tensor from `t`, keeping `requires_grad` (so Parameters stay trainable leaves).
 
-    See `_to_global`."""
+    Differentiable: the gradient flows back boxed to `t`'s placement and SBP (to this
+    rank's shard when `t` is local). See `_to_global`."""
+    from ._autograd import record
+
     out = _to_global(t, placement_, sbp_)
     if out is not t:
-        out._requires_grad = t._requires_grad
+        out._requires_grad = False
+        record("to_global", _to_global_vjp, (t,), {}, out)
+        if out._node is None:  # not recorded (no grad mode): a leaf as trainable as `t`
+            out._requires_grad = t._requires_grad
     return out
+
+
+def to_global_(t: Tensor, placement_: placement | None = None, sbp_: Any = None) -> Tensor:
+    """Convert `t` to global IN PLACE (keeping its identity, so a Parameter stays the same
+    trainable leaf the optimizer holds); its `.grad`, if any, is converted too.
+
+    A local `t` is taken as the whole value, the same on every rank (a model built from
+    one seed everywhere), so a split SBP keeps this rank's piece of it."""
+    if t._node is not None:
+        raise RuntimeError("to_global_: only leaf tensors can be converted in place")
+    src = t
+    if not is_global(t):
+        if placement_ is None or sbp_ is None:
+            raise ValueError("to_global: a local tensor needs both placement and sbp")
+        src = _to_global(t, placement_, [Sbp("B")] * len(placement_.hierarchy))
+        if t.grad is not None and not is_global(t.grad):
+            t.grad = _to_global(t.grad, placement_, [Sbp("B")] * len(placement_.hierarchy))
+    new = _to_global(src, placement_, sbp_)
+    if new is not t:
+        t._data, t._shape, t._dist = new._data, new._shape, new._dist
+    if t.grad is not None:
+        t.grad = _to_global(t.grad, _info(t).placement, _info(t).sbp)
+    return t
+
+
+def _to_global_vjp(ct: Tensor, x: Tensor, out: Tensor) -> tuple[Tensor]:
+    if is_global(x):
+        return (to_global(ct, x.placement, x.sbp),)
+    return (to_local(to_global(ct, out.placement, out.sbp)),)
 
 
 def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
@@ -526,10 +576,18 @@ def _rank_at(pl: placement, coord: Sequence[int]) -> int:
 
 
 def to_local(t: Tensor) -> Tensor:
-    """This rank's shard as a local tensor (shares memory)."""
+    """This rank's shard as a local tensor (shares memory); differentiable (the gradient
+    is the shard of a global tensor with `t`'s placement and SBP)."""
+    from ._autograd import record
+
     if not is_global(t):
         return t
-    return Tensor._eager(t._data)
+    return record("to_local", _to_local_vjp, (t,), {}, Tensor._eager(t._data))
+
+
+def _to_local_vjp(ct: Tensor, x: Tensor, out: Tensor) -> tuple[Tensor]:
+    info = _info(x)
+    return (_make_global(np.asarray(ct.numpy()), x.shape, info),)
 
 
 def global_numpy(t: Tensor) -> np.ndarray:
@@ -556,7 +614,7 @@ def from_global_value(value: Tensor, placement_: placement, sbp_: Any) -> Tensor
     data = value.numpy()
     _check_split_dims("global tensor", nd, data.ndim)
     info = GlobalInfo(placement_, nd)
-    out = _make_global(np.ascontiguousarray(_slice_global(data, placement_, nd)), data.shape, info)
+    out = _make_global(np.array(_slice_global(data, placement_, nd)), data.shape, info)
     out._requires_grad = value._requires_grad
     return out
 
@@ -581,6 +639,10 @@ def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
     from ._autograd import record
     from ._primitives import _strip_op_prefix, op_error
 
+    glob = next((a for a in args if is_global(a)), None)
+    if glob is not None and any(_is_constant(a) for a in args):
+        pl0 = _info(glob).placement
+        args = [_broadcast_constant(a, pl0) if _is_constant(a) else a for a in args]
     if any(not is_global(a) for a in args):
         raise op_error(
             prim.name,
@@ -633,3 +695,96 @@ def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
             f"expected {list(local_out)}"
         )
     return record(prim.name, prim.vjp, args, params, _make_global(out, out_shape, info))
+
+
+# --------------------------------------------------------------------------- autograd
+#
+# VJP rules build constants (`full`, `iota`) with no tensor operand. While the rule of
+# a node over global tensors runs, `creating_like` makes such creation ops produce
+# global, broadcast (`B`) tensors on that node's placement, so the backward pass stays
+# global. A gradient reaching a global leaf is boxed to the leaf's placement and SBP
+# (`grad_to_leaf`): e.g. data parallelism's partial-sum weight gradient becomes `B`.
+
+_CREATION = threading.local()
+
+
+def creation_placement() -> placement | None:
+    """The placement creation ops currently produce broadcast tensors on (None: local)."""
+    return getattr(_CREATION, "placement", None)
+
+
+@contextlib.contextmanager
+def creating_like(*tensors: Any) -> Iterator[None]:
+    """Within: creation ops make `B` tensors on the placement of the first global tensor
+    in `tensors` (unchanged when none is global)."""
+    pl = next((_info(t).placement for t in tensors if is_global(t)), None)
+    if pl is None:
+        yield
+        return
+    prev = creation_placement()
+    _CREATION.placement = pl
+    try:
+        yield
+    finally:
+        _CREATION.placement = prev
+
+
+_CONSTANTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+"""Local tensors made by `full` / `iota`: the same on every rank, so a global op that
+meets one (a loss's one-hot `iota`, a mask of ones) takes it as broadcast."""
+
+
+def eager_create(prim: Any, params: dict) -> Tensor:
+    """An eager `full` / `iota`: global `B` inside `creating_like`, else a local constant."""
+    from ._primitives import _strip_op_prefix, op_error
+
+    if creation_placement() is not None:
+        return global_create(prim, params)
+    try:
+        ty = prim.op.infer([], **prim.to_ir(params))
+    except VerifyException as err:
+        raise op_error(prim.name, _strip_op_prefix(str(err))) from None
+    expected = _dtypes.from_ir(ty.element_type).np_dtype
+    out = Tensor._eager(np.asarray(prim.impl(**params)).astype(expected, copy=False))
+    _CONSTANTS[id(out)] = out
+    return out
+
+
+def _is_constant(t: Tensor) -> bool:
+    return not is_global(t) and _CONSTANTS.get(id(t)) is t
+
+
+def _broadcast_constant(t: Tensor, pl: placement) -> Tensor:
+    """The local constant `t` as a `B` global tensor on `pl`."""
+    info = GlobalInfo(pl, (Sbp("B"),) * len(pl.hierarchy))
+    local = t._data if _member(pl) else _empty(t.shape, t._data.dtype)
+    return _make_global(local, t.shape, info)
+
+
+def global_create(prim: Any, params: dict) -> Tensor:
+    """Run creation primitive `prim` as a global `B` tensor on `creation_placement()`."""
+    pl = creation_placement()
+    assert pl is not None
+    ty = prim.op.infer([], **prim.to_ir(params))
+    shape = tuple(ty.get_shape())
+    dtype = _dtypes.from_ir(ty.element_type).np_dtype
+    info = GlobalInfo(pl, (Sbp("B"),) * len(pl.hierarchy))
+    if not _member(pl):
+        return _make_global(_empty(shape, dtype), shape, info)
+    out = np.array(prim.impl(**params), dtype=dtype)  # a writable copy, 0-d kept 0-d
+    return _make_global(out, shape, info)
+
+
+def grad_to_leaf(g: Tensor, leaf: Tensor) -> Tensor:
+    """The gradient `g` of `leaf` in the leaf's distribution (a local leaf keeps `g`)."""
+    if not is_global(leaf) or g._trace is not None:
+        return g  # inside flow.jit the program's SBP inference distributes the gradient
+    if not is_global(g):
+        raise ValueError(
+            f"backward: a local gradient of shape {list(g.shape)} reached the global tensor "
+            f"({_info(leaf).describe()})"
+        )
+    info = _info(leaf)
+    if _info(g) == info:
+        return g
+    return to_global(g, info.placement, info.sbp)

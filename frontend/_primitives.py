@@ -18,7 +18,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from flow import dialect as fd
 
-from . import _dtypes
+from . import _dtypes, _global
 from ._autograd import record
 from ._trace import current_trace, describe_location, user_location
 
@@ -62,11 +62,13 @@ def bind(prim: Primitive, *args, **params):
     """Apply a primitive to Tensors: emit IR when tracing, else run the numpy kernel."""
     from ._tensor import Tensor
 
-    if any(getattr(a, "_dist", None) is not None for a in args):
-        from ._global import global_bind
+    if not args and current_trace() is None and prim.name in ("full", "iota"):
+        return _global.eager_create(prim, params)  # constants: global ones in global VJPs
+    trace = current_trace()
+    if trace is None and any(getattr(a, "_dist", None) is not None for a in args):
+        from ._global import global_bind  # eager global tensors; inside a trace they are traced
 
         return global_bind(prim, args, params)
-    trace = current_trace()
     for a in args:
         if a._trace is not None and a._trace is not trace:
             raise op_error(prim.name, "a tensor from another (finished) trace was used here")

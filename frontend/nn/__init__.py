@@ -13,8 +13,8 @@ from . import (
     init,
 )
 from ._containers import *  # noqa: F403  (each module lists its public names in __all__)
-from ._graph import Graph, GraphConfig
 from ._conv_layers import *  # noqa: F403
+from ._graph import Graph, GraphConfig
 from ._layers import *  # noqa: F403
 from ._loss_modules import *  # noqa: F403
 from ._module import *  # noqa: F403

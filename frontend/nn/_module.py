@@ -456,6 +456,24 @@ class Module:
                 _cast_(t, dt)
         return self
 
+    def to_global(self, placement=None, sbp=None) -> Module:
+        """Make every parameter and buffer global in place (OneFlow's `Module.to_global`).
+
+        Parameters remain the same `Parameter` objects (trainable leaves, so an optimizer
+        built before keeps working); `.grad`s are converted too. `sbp` is one SBP (entry
+        or list, one per placement axis) for all tensors, or a callable
+        `sbp(name, tensor)` giving each one's (e.g. for tensor parallelism); a global
+        tensor with `placement` or `sbp` None keeps that part of its distribution.
+        """
+        from .._global import to_global_
+
+        named = [*self.named_parameters(), *self.named_buffers()]
+        with no_grad():
+            for name, t in named:
+                if t is not None:
+                    to_global_(t, placement, sbp(name, t) if callable(sbp) else sbp)
+        return self
+
     def float(self) -> Module:
         return self.to(_dtypes.float32)
 
