@@ -4,6 +4,13 @@ Staged like JAX: `jit(f).lower(*args)` → `Lowered` (`.as_text()` is the flow
 IR) → `.compile(target=...)` → `Compiled`, a callable running the IREE module.
 Calling `jit(f)(*args)` does all three on the first call for each input
 signature (shapes, dtypes, static arguments, target) and reuses the result.
+
+Global tensors (frontend/_global.py) trace as arguments of their global type
+with a `#flow.dist` encoding (placement and SBP are part of the signature);
+`flow-infer-sbp` then gives every value its distribution, the function's
+results take the distribution inference chose, and each rank compiles and runs
+its own partition of the program on its shards (frontend/_distributed_compile.py),
+getting global tensors back.
 """
 
 from __future__ import annotations
@@ -11,13 +18,15 @@ from __future__ import annotations
 import functools
 import inspect
 import io
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp, TensorType
+from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.printer import Printer
+from xdsl.rewriter import Rewriter
 
 from . import _dtypes
 from ._ops import tensor as _to_tensor
@@ -64,7 +73,9 @@ def _is_array(x) -> bool:
 def _signature(leaves: list) -> tuple:
     sig = []
     for x in leaves:
-        if isinstance(x, Tensor):
+        if isinstance(x, Tensor) and getattr(x, "_dist", None) is not None:
+            sig.append(("G", tuple(x.shape), x.dtype.name, x._dist.placement, x._dist.sbp))
+        elif isinstance(x, Tensor):
             sig.append(("T", tuple(x.shape), x.dtype.name))
         elif isinstance(x, np.ndarray):
             sig.append(("T", x.shape, _dtypes.as_dtype(x.dtype).name))
@@ -85,6 +96,8 @@ def _describe(sig: tuple) -> str:
     for entry in sig:
         if entry[0] == "T":
             parts.append(f"{entry[2]}{list(entry[1])}")
+        elif entry[0] == "G":
+            parts.append(f"global {entry[2]}{list(entry[1])} sbp={list(entry[4])}")
         else:
             parts.append(repr(entry[2]))
     return "(" + ", ".join(parts) + ")"
@@ -106,6 +119,13 @@ class Lowered:
     key_slots: list = field(default_factory=list)  # (argument index, Generator): random keys
     mutated: list = field(default_factory=list)  # eager tensors written back after each call
     born: list = field(default_factory=list)  # tensors created by the trace, made eager once
+    arg_dists: dict = field(default_factory=dict)  # argument index -> GlobalInfo (global args)
+    out_dists: list = field(default_factory=list)  # per result: GlobalInfo, or None when local
+
+    @property
+    def is_global(self) -> bool:
+        """Whether this is a global program (compiled per rank, run on shards)."""
+        return bool(self.arg_dists)
 
     def as_text(self, *, debug_info: bool = False) -> str:
         """The flow IR (custom assembly format; `debug_info` adds source locations)."""
@@ -118,6 +138,14 @@ class Lowered:
         from flow.targets import DEFAULT_TARGET, compile_mlir, get_target
 
         tgt = get_target(target or DEFAULT_TARGET)
+        if self.is_global:
+            from flow import env
+
+            from ._distributed_compile import compile_for_rank
+
+            # SBP inference already ran at trace time (it fixed the result distributions).
+            vmfb, groups = compile_for_rank(self.module, env.get_rank(), tgt.name, infer_sbp=False)
+            return Compiled(self, tgt.name, vmfb, groups)
         lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
         vmfb = compile_mlir(to_iree_text(lowered), tgt.name)
         return Compiled(self, tgt.name, vmfb)
@@ -126,13 +154,18 @@ class Lowered:
 class Compiled:
     """A compiled function: call it with tensors of the signature it was lowered for."""
 
-    def __init__(self, lowered: Lowered, target: str, vmfb: bytes):
+    def __init__(self, lowered: Lowered, target: str, vmfb: bytes, groups: list | None = None):
         from flow.targets import load
 
         self.lowered = lowered
         self.target = target
         self.vmfb = vmfb
-        self._fn = load(vmfb, target)[lowered.module.body.block.first_op.sym_name.data]
+        self.groups = groups  # of a global program: its collectives' rank groups
+        name = lowered.module.body.block.first_op.sym_name.data
+        if groups is None:
+            self._fn = load(vmfb, target)[name]
+        else:
+            self._fn = _load_for_rank(vmfb, groups, target)[name]
 
     def __call__(self, *args):
         leaves, _ = _flatten(list(args))
@@ -146,7 +179,7 @@ class Compiled:
 
     def _call_flat(self, leaves: list):
         inputs = [_host(x) for x in leaves if _is_array(x)]
-        inputs += [t.numpy() for t in self.lowered.captured]
+        inputs += [_host(t) for t in self.lowered.captured]
         for index, generator in self.lowered.key_slots:  # a fresh random key per call
             inputs.insert(index, generator._next_key_array())
         outputs = [np.asarray(o) for o in self._fn(*inputs)]
@@ -154,13 +187,48 @@ class Compiled:
         n_user = len(outputs) - len(low.mutated) - len(low.born)
         for t, o in zip(low.mutated, outputs[n_user:]):
             t._data = o  # the new value, in the buffer the runtime returned (no copy)
-        for t, o in zip(low.born, outputs[n_user + len(low.mutated) :]):
+        n_born = n_user + len(low.mutated)
+        for t, o, info in zip(low.born, outputs[n_born:], low.out_dists[n_born:]):
             t._data, t._value, t._trace = o, None, None
-        return _unflatten(low.out_tree, [Tensor._eager(o) for o in outputs[:n_user]])
+            if info is not None:
+                t._dist = info
+        results = [_wrap(o, info, shape) for o, (info, shape) in
+                   zip(outputs[:n_user], zip(low.out_dists, self._out_shapes()))]  # fmt: skip
+        return _unflatten(low.out_tree, results)
+
+    def _out_shapes(self) -> list[tuple[int, ...]]:
+        f = self.lowered.module.body.block.first_op
+        return [tuple(t.get_shape()) for t in f.function_type.outputs.data]
+
+
+def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:
+    """A result as a tensor: local, or global with this rank's shard `data`."""
+    if info is None:
+        return Tensor._eager(data)
+    from ._global import _make_global
+
+    return _make_global(data, shape, info)
+
+
+def _load_for_rank(vmfb: bytes, groups: list, target: str):
+    """Load a rank's partition of a global program with the `comm` collectives, once."""
+    from flow import env
+    from flow.targets import load, prepare_iree_for_mpi
+
+    from ._distributed_compile import _register
+
+    prepare_iree_for_mpi()
+    _register(groups)  # collective: every rank compiles the same program
+    driver = "local-sync" if env.get_world_size() >= (os.cpu_count() or 1) else None
+    return load(vmfb, target, driver=driver, collectives=True)
 
 
 def _host(x) -> np.ndarray:
-    arr = x.numpy() if isinstance(x, Tensor) else x
+    """What the compiled function takes for `x`: its value, or of a global tensor its shard."""
+    if isinstance(x, Tensor):
+        arr = x._data if getattr(x, "_dist", None) is not None else x.numpy()
+    else:
+        arr = x
     return np.asarray(arr, order="C")  # keeps 0-d arrays 0-d
 
 
@@ -190,6 +258,8 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -
                 t = x if isinstance(x, Tensor) else _to_tensor(x)
                 value = trace.argument(TensorType(t.dtype.ir_type, t.shape))
                 value.name_hint = arg_name
+                if getattr(t, "_dist", None) is not None:  # global: typed at the end
+                    trace.arg_dists[value.index] = t._dist
                 traced.append(Tensor._traced(value, trace, t.dtype))
             else:
                 traced.append(x)
@@ -209,12 +279,68 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -
             results.append(o._value if o._trace is trace else trace.lift(o))
         newborn = [t for t in (born(trace) if born else ()) if id(t) not in trace.mutated]
         mutated = [t for t, _ in trace.mutated.values()]
+        mutated_args = [trace._captured_ids[id(t)].index for t in mutated]
         results += trace.restore_mutated()
         results += [t._value for t in newborn]
     module = trace.finish(results)
     module.verify()
+    out_dists: list = [None] * len(results)
+    if trace.arg_dists:
+        # Not verified again: an op whose chosen SBP signature mixes operand SBPs (P / B)
+        # has operand types that differ in their encoding only, which the op's type
+        # constraints reject; flow-partition drops the encodings.
+        out_dists = _globalize(module, trace, len(out_leaves), mutated_args)
     return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
-                   list(trace.key_slots), mutated, newborn)  # fmt: skip
+                   list(trace.key_slots), mutated, newborn, dict(trace.arg_dists),
+                   out_dists)  # fmt: skip
+
+
+def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[int]) -> list:
+    """Type a traced global program and run SBP inference on it; the result distributions.
+
+    The trace emits every value without encoding (ops check that their operand
+    types agree, which global and local operands would not). Here the global
+    arguments get their `#flow.dist` types; captured local tensors (constants, a
+    learning rate: the same on every rank) become broadcast arguments when the
+    program has one placement; results written back into mutated tensors are
+    declared with their tensor's distribution; then `flow-infer-sbp` derives
+    every other value's distribution, and the results take the ones it chose.
+    """
+    from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
+    from flow.dialect.attrs import dist_of as _dist_of
+    from flow.lowering.infer_sbp import infer_sbp
+
+    from ._global import GlobalInfo
+
+    placements = {info.placement: None for info in trace.arg_dists.values()}
+    by_attr = {pl.attr: pl for pl in placements}
+    if len(placements) == 1:
+        (pl,) = placements
+        keys = {index for index, _ in trace.key_slots}
+        first_captured = len(trace.block.args) - len(trace.captured) - len(keys)
+        for index in range(len(trace.block.args)):
+            if index >= first_captured and index not in keys and index not in trace.arg_dists:
+                trace.arg_dists[index] = GlobalInfo(pl, (Sbp("B"),) * len(pl.hierarchy))
+    f = module.body.block.first_op
+    block = f.body.block
+    for index, info in trace.arg_dists.items():
+        ty = block.args[index].type
+        dist = DistAttr(info.placement.attr, SbpAttr.get(tuple(info.sbp)))
+        Rewriter.replace_value_with_new_type(
+            block.args[index], TensorType(ty.element_type, ty.get_shape(), dist)
+        )
+    outputs = list(f.function_type.outputs.data)
+    first_mutated = n_user
+    for k, index in enumerate(mutated_args):
+        outputs[first_mutated + k] = block.args[index].type
+    f.function_type = FunctionType.from_lists([a.type for a in block.args], outputs)
+    infer_sbp(module, adopt_results=True)
+    f = module.body.block.first_op
+    out_dists = []
+    for ty in f.function_type.outputs.data:
+        d = _dist_of(ty)
+        out_dists.append(None if d is None else GlobalInfo(by_attr[d.placement], d.sbp.sbps))
+    return out_dists
 
 
 class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)

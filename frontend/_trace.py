@@ -68,6 +68,7 @@ class Trace:
         self._captured_ids: dict[int, SSAValue] = {}
         self.key_slots: list[tuple[int, object]] = []  # (argument index, Generator)
         self.mutated: dict[int, tuple] = {}  # id -> (eager tensor, its data before the trace)
+        self.arg_dists: dict[int, object] = {}  # argument index -> GlobalInfo of a global tensor
 
     def __enter__(self) -> Trace:
         _stack().append(self)
@@ -84,7 +85,10 @@ class Trace:
         """The SSA value standing for an eager tensor captured by the traced function."""
         key = id(tensor)
         if key not in self._captured_ids:
-            self._captured_ids[key] = self.argument(tensor._ir_type())
+            value = self.argument(tensor._ir_type())  # of a global tensor: its global shape
+            if getattr(tensor, "_dist", None) is not None:
+                self.arg_dists[value.index] = tensor._dist
+            self._captured_ids[key] = value
             self.captured.append(tensor)
         return self._captured_ids[key]
 

@@ -6,7 +6,9 @@ the cheapest one given its operands' current SBPs, inserts `flow.boxing` on
 the operands that need converting, sets each result's `#flow.dist` encoding
 and records the choice as `sbp_signature = "[S(0)], [B] -> [S(0)]"` on the op.
 Function results keep the distribution their declared type gives, with a final
-boxing where needed. Explicit `flow.boxing` / `flow.to_global` ops keep their
+boxing where needed (or, with `adopt_results`, the distribution inference gives
+them where they are declared local: how `flow.jit` learns a traced function's
+result distributions). Explicit `flow.boxing` / `flow.to_global` ops keep their
 declared result types (a boxing that became an identity is removed).
 
 Local values that are provably the same on every rank (constants, `full`,
@@ -22,7 +24,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, StringAttr, TensorType, UnknownLoc
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnknownLoc,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -65,7 +74,9 @@ def insert_boxing(value: SSAValue, to: TensorType, before: Operation) -> SSAValu
 class _Inference:
     """The state of one function's walk: which local values are replicated on every rank."""
 
-    def __init__(self) -> None:
+    def __init__(self, adopt_results: bool = False) -> None:
+        self.adopt_results = adopt_results
+        """Results declared local but computed global take the inferred type (see infer_sbp)."""
         self.replicated: set[SSAValue] = set()
         self.boxed: dict[tuple[SSAValue, Attribute], SSAValue] = {}
         """Boxings made so far, reused by later users (one block: the first dominates)."""
@@ -154,13 +165,16 @@ class _Inference:
         op.attributes[SIGNATURE_ATTR] = StringAttr(sig.name)
 
     def _results(self, f: func.FuncOp, ret: func.ReturnOp) -> None:
-        outputs = f.function_type.outputs.data
+        outputs = list(f.function_type.outputs.data)
         values = list(ret.operands)
         for i, (v, want) in enumerate(zip(values, outputs)):
             have = v.type
             if have == want:
                 continue
             dh, dw = dist_of(have), dist_of(want)
+            if self.adopt_results and dw is None and dh is not None:
+                outputs[i] = have
+                continue
             assert isinstance(have, TensorType)
             if not isinstance(want, TensorType) or (
                 (have.get_shape(), have.element_type) != (want.get_shape(), want.element_type)
@@ -178,6 +192,8 @@ class _Inference:
                 v = self._box(v, want, ret)
             values[i] = v
         ret.operands = values
+        if outputs != list(f.function_type.outputs.data):
+            f.function_type = FunctionType.from_lists(f.function_type.inputs.data, outputs)
 
 
 def atomically(module: ModuleOp, rewrite: Callable[[ModuleOp], None]) -> None:
@@ -191,11 +207,12 @@ def atomically(module: ModuleOp, rewrite: Callable[[ModuleOp], None]) -> None:
     work.body.move_blocks(module.body)
 
 
-def infer_sbp(module: ModuleOp) -> None:
-    """Run SBP inference on every function of `module`."""
+def infer_sbp(module: ModuleOp, *, adopt_results: bool = False) -> None:
+    """Run SBP inference on every function of `module`. With `adopt_results`, a result
+    declared local whose value is global is redeclared with the inferred distribution."""
     for op in module.walk():
         if isinstance(op, func.FuncOp):
-            _Inference().run(op)
+            _Inference(adopt_results).run(op)
 
 
 @dataclass(frozen=True)
