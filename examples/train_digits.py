@@ -121,7 +121,9 @@ def main() -> None:
     start_epoch = 0
     if args.resume:
         if not os.path.exists(args.checkpoint):
-            raise SystemExit(f"--resume: no checkpoint at {args.checkpoint}; train without it first")
+            raise SystemExit(
+                f"--resume: no checkpoint at {args.checkpoint}; train without it first"
+            )
         state = flow.load(args.checkpoint)
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -138,8 +140,9 @@ def main() -> None:
     for epoch in range(start_epoch, args.epochs):
         t0 = time.perf_counter()
         total, batches = 0.0, 0
-        bar = tqdm(loader, desc=f"epoch {epoch + 1}/{args.epochs} ({mode})", leave=False,
-                   mininterval=0.5)
+        bar = tqdm(
+            loader, desc=f"epoch {epoch + 1}/{args.epochs} ({mode})", leave=False, mininterval=0.5
+        )
         for images, labels in bar:
             if step is not None:
                 loss = step(images, labels)
