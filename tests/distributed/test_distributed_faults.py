@@ -8,9 +8,9 @@ from conftest import HERE, launch
 
 @pytest.mark.parametrize("where", ["barrier", "recv", "collective", "callback"])
 def test_failing_rank_aborts_all(where):
-    run = launch(2, HERE / "rank_fault.py", where, timeout=45)
+    # The bound: every rank exits within 30 s (the launch fails the test past it).
+    run = launch(2, HERE / "rank_fault.py", where, timeout=30)
     assert run.returncode != 0, run.describe()
-    assert run.seconds < 30, run.describe()
     assert not run.left_behind, run.describe()
     assert "rank 0 was not stopped" not in run.stdout, run.describe()
     assert "[rank 1] Traceback (most recent call last):" in run.stderr, run.describe()

@@ -191,8 +191,6 @@ def test_load_state_dict_shape_mismatch_names_key_and_shapes():
 
 
 def test_state_dict_through_save_and_load(tmp_path):
-    if not hasattr(flow, "save"):
-        pytest.skip("flow.save is not available")
     src, dst = Net(), Net()
     flow.save(src.state_dict(), tmp_path / "net.safetensors")
     dst.load_state_dict(flow.load(tmp_path / "net.safetensors"))
