@@ -14,6 +14,7 @@ collective) and calls the function with this rank's shards.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from xdsl.dialects.builtin import ModuleOp
 from flow.lowering import run_pipeline, to_iree_text
 from flow.lowering.lower_collectives import GROUPS_ATTR, comm_groups
 
-__all__ = ["compile_for_rank", "run_for_rank"]
+__all__ = ["communication_plan", "compile_for_rank", "run_for_rank"]
 
 Group = tuple[int, ...]
 
@@ -37,10 +38,42 @@ def compile_for_rank(
 
     work = module.clone()
     steps = "flow-infer-sbp," if infer_sbp else ""
-    run_pipeline(work, f"{steps}flow-partition-to-iree-input{{rank={rank}}}")
+    run_pipeline(work, f"{steps}flow-partition{{rank={rank}}}")
+    if os.environ.get("FLOW_COMM_PLAN"):
+        print(f"communication plan of rank {rank}:", file=sys.stderr)
+        for line in communication_plan(work) or ["(no communication)"]:
+            print(f"  {line}", file=sys.stderr)
+    run_pipeline(work, f"flow-lower-collectives{{rank={rank}}},flow-to-iree-input")
     groups = comm_groups(work)
     work.attributes.pop(GROUPS_ATTR, None)  # nothing named flow.* crosses to IREE
     return compile_mlir(to_iree_text(work), target), groups
+
+
+_COLLECTIVES = ("flow.all_reduce", "flow.all_gather", "flow.reduce_scatter", "flow.all_to_all",
+                "flow.send", "flow.recv", "flow.local_slice", "flow.local_partial")  # fmt: skip
+
+
+def communication_plan(partitioned: ModuleOp) -> list[str]:
+    """One line per collective of a partitioned (per-rank) program: the op, the local tensor
+    it moves, its size in bytes and the user source line (`FLOW_COMM_PLAN=1` prints it)."""
+    lines = []
+    for op in partitioned.walk():
+        if op.name not in _COLLECTIVES:
+            continue
+        value = op.operands[0] if op.operands else op.results[0]
+        ty = value.type
+        n = int(np.prod(ty.get_shape())) if ty.get_shape() else 1
+        nbytes = n * _itemsize(ty.element_type)
+        loc = op.location
+        where = f"  at {loc.filename.data}:{loc.line.data}" if hasattr(loc, "filename") else ""
+        props = ", ".join(f"{k}={v}" for k, v in op.properties.items() if k != "placement")
+        lines.append(f"{op.name} {ty} ({nbytes} bytes){' ' + props if props else ''}{where}")
+    return lines
+
+
+def _itemsize(el) -> int:
+    width = getattr(el, "bitwidth", None) or getattr(getattr(el, "width", None), "data", 32)
+    return max(1, int(width) // 8)
 
 
 _registered: list[Group] = []
