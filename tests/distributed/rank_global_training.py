@@ -106,4 +106,20 @@ w.requires_grad_(True)
 check(w.grad.sbp == (B,), "a P gradient is boxed to the B leaf")
 close(w.grad.numpy(), world * X.sum(0)[:, None].repeat(3, 1), "matmul weight grad")
 
+# ------------------------------------------------------------- 2-D hybrid: data x tensor parallel
+if world == 4:
+    mesh = placement("cpu", [[0, 1], [2, 3]])  # axis 0: data parallel, axis 1: tensor parallel
+    hybrid_sbp = {"0.weight": (B, S(0)), "0.bias": (B, S(0)), "2.weight": (B, S(1)),
+                  "2.bias": (B, B)}  # fmt: skip
+    h = mlp().to_global(mesh, lambda name, _: hybrid_sbp[name])
+    xh = flow.tensor(X).to_global(mesh, (B, B)).to_global(sbp=(S(0), B))
+    yh = flow.tensor(Y).to_global(mesh, (B, B)).to_global(sbp=(S(0), B))
+    loss, grads = step(h, xh, yh)
+    close(loss.numpy(), ref_loss.numpy(), "2-D hybrid loss")
+    for (name, p), g, want in zip(h.named_parameters(), grads, ref_grads):
+        check(g.sbp == hybrid_sbp[name], f"hybrid grad of {name} takes the parameter's SBP")
+        close(g.numpy(), want.numpy(), f"hybrid grad of {name} equals the single-device one")
+    for p, want in zip(h.parameters(), ref.parameters()):
+        close(p.numpy(), want.numpy(), "hybrid parameters after SGD equal single device")
+
 print(f"rank {rank}: {checks} checks passed", flush=True)
