@@ -116,7 +116,7 @@ if world == 4:
     yh = flow.tensor(Y).to_global(mesh, (B, B)).to_global(sbp=(S(0), B))
     loss, grads = step(h, xh, yh)
     close(loss.numpy(), ref_loss.numpy(), "2-D hybrid loss")
-    for (name, p), g, want in zip(h.named_parameters(), grads, ref_grads):
+    for (name, _p), g, want in zip(h.named_parameters(), grads, ref_grads):
         check(g.sbp == hybrid_sbp[name], f"hybrid grad of {name} takes the parameter's SBP")
         close(g.numpy(), want.numpy(), f"hybrid grad of {name} equals the single-device one")
     for p, want in zip(h.parameters(), ref.parameters()):
