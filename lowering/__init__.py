@@ -7,6 +7,7 @@ import on demand. `run_pipeline` applies a spec such as
 
 from __future__ import annotations
 
+from ._handoff import HandoffError, PipelineError, run_pipeline, to_iree_text
 from ._registry import (
     PIPELINES,
     PipelinePass,
@@ -15,7 +16,6 @@ from ._registry import (
     get_all_passes,
     parse_pipeline_spec,
 )
-from .handoff import HandoffError, PipelineError, run_pipeline, to_iree_text
 
 __all__ = [
     "PIPELINES",
