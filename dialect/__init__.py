@@ -9,15 +9,16 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.ir import Dialect
 
-from . import distributed, movement, ops, random, window
+from . import distributed, fused, movement, ops, random, window
 from .attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from .distributed import *  # noqa: F403
+from .fused import *  # noqa: F403
 from .movement import *  # noqa: F403  (each family module lists its ops in __all__)
 from .ops import *  # noqa: F403
 from .random import *  # noqa: F403
 from .window import *  # noqa: F403
 
-ALL_OPS = ops.ALL_OPS + movement.OPS + window.OPS + random.OPS + distributed.OPS
+ALL_OPS = ops.ALL_OPS + movement.OPS + window.OPS + random.OPS + distributed.OPS + fused.OPS
 """Every op of the dialect, by family."""
 
 Flow = Dialect(
@@ -50,5 +51,5 @@ def make_context() -> Context:
 
 __all__ = ["Flow", "make_context", "DistAttr", "PlacementAttr", "Sbp", "SbpAttr", "dist_of",
            *ops.__all__, *movement.__all__, *window.__all__, *random.__all__,
-           *distributed.__all__]  # fmt: skip
+           *distributed.__all__, *fused.__all__]  # fmt: skip
 __all__ = [n for n in __all__ if n != "ALL_OPS"] + ["ALL_OPS"]
