@@ -1,7 +1,11 @@
 """Lowering rules for elementwise flow ops: `linalg.generic` with an arith/math body.
 
+Each op has one *scalar rule* (`SCALAR_RULES`): given the flow op and the
+scalar values of its operands, it emits the arith/math ops computing one
+element. A single op becomes an all-parallel `linalg.generic` around it; a
+`flow.fused` region (lowering/_fused.py) chains the same rules in one body.
 Each rule picks the scalar op from the element type (float vs integer vs i1),
-so the table below reads as the semantics: NaN-propagating `maximumf` for
+so the tables below read as the semantics: NaN-propagating `maximumf` for
 float max (like numpy), truncating `divsi` for integer division, ordered float
 predicates except `une` for `ne`, unsigned predicates for i1 (True > False).
 """
@@ -29,8 +33,11 @@ from flow.dialect.ops import is_bool, is_float
 from ._linalg_builders import Lowered, binary, build, elementwise, scalar_constant, unary
 from ._upstream import RemFOp
 
+Scalar = tuple[list[Operation], SSAValue]
+"""A scalar computation: the ops to put in a linalg body, and the value they compute."""
 
-def _one(op: Operation) -> tuple[list[Operation], SSAValue]:
+
+def _one(op: Operation) -> Scalar:
     return [op], op.results[0]
 
 
@@ -94,34 +101,24 @@ def _tanh_f64_body(args: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]
     return ops, emit(build(arith.SelectOp, (emit(cmpf(ax, limit, "ogt")), sign, near), (f64,)))
 
 
-def _lower_unary(op: Operation) -> Lowered:
-    ty = op.results[0].type
-    el = ty.element_type
+def _scalar_unary(op: Operation, a: Sequence[SSAValue]) -> Scalar:
+    el = op.results[0].type.element_type
     if is_float(el):
         if isinstance(op, flow.TanhOp) and el == f64:
-            return elementwise(op.operands, ty, _tanh_f64_body)
-        scalar = _FLOAT_UNARY[type(op)]
+            return _tanh_f64_body(a)
+        y = unary(_FLOAT_UNARY[type(op)], a[0])
         scale = _LOG_SCALE.get(type(op))
         if scale is None:
-            return elementwise(op.operands, ty, lambda a: _one(unary(scalar, a[0])))
-
-        def scaled_log(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
-            log = unary(scalar, a[0])
-            k = scalar_constant(scale, el)
-            mul = binary(arith.MulfOp, log.results[0], k.result)
-            return [log, k, mul], mul.results[0]
-
-        return elementwise(op.operands, ty, scaled_log)
+            return [y], y.results[0]
+        k = scalar_constant(scale, el)
+        mul = binary(arith.MulfOp, y.results[0], k.result)
+        return [y, k, mul], mul.results[0]
     if isinstance(op, flow.AbsOp):
-        return elementwise(op.operands, ty, lambda a: _one(unary(math.AbsIOp, a[0])))
+        return _one(unary(math.AbsIOp, a[0]))
     assert isinstance(op, flow.NegOp), op.name
-
-    def neg(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
-        zero = scalar_constant(0, el)
-        sub = binary(arith.SubiOp, zero.result, a[0])
-        return [zero, sub], sub.results[0]
-
-    return elementwise(op.operands, ty, neg)
+    zero = scalar_constant(0, el)
+    sub = binary(arith.SubiOp, zero.result, a[0])
+    return [zero, sub], sub.results[0]
 
 
 # --------------------------------------------------------------------------- binary
@@ -174,14 +171,13 @@ def _pow_body(args: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
     return ops, emit(build(arith.SelectOp, (unit, one, result), (el,)))
 
 
-def _lower_binary(op: Operation) -> Lowered:
-    ty = op.results[0].type
+def _scalar_binary(op: Operation, a: Sequence[SSAValue]) -> Scalar:
     if isinstance(op, flow.PowOp):
-        return elementwise(op.operands, ty, _pow_body)
+        return _pow_body(a)
     fop, iop = _BINARY[type(op)]
-    scalar = fop if is_float(ty.element_type) else iop
+    scalar = fop if is_float(op.results[0].type.element_type) else iop
     assert scalar is not None, f"{op.name} has no integer lowering"
-    return elementwise(op.operands, ty, lambda a: _one(binary(scalar, a[0], a[1])))
+    return _one(binary(scalar, a[0], a[1]))
 
 
 # --------------------------------------------------------------------------- compare / select
@@ -204,21 +200,17 @@ def cmpi(x: SSAValue, y: SSAValue, predicate: str) -> Operation:
     return build(arith.CmpiOp, (x, y), (i1,), {"predicate": IntegerAttr(_CMPI[predicate], i64)})
 
 
-def _lower_compare(op: flow.CompareOp) -> Lowered:
+def _scalar_compare(op: flow.CompareOp, a: Sequence[SSAValue]) -> Scalar:
     el = op.lhs.type.element_type
     direction = op.direction.data.value
     if is_float(el):
-        pred = _FLOAT_PREDICATES[direction]
-        return elementwise(op.operands, op.result.type, lambda a: _one(cmpf(a[0], a[1], pred)))
+        return _one(cmpf(a[0], a[1], _FLOAT_PREDICATES[direction]))
     pred = (_BOOL_PREDICATES if is_bool(el) else _INT_PREDICATES)[direction]
-    return elementwise(op.operands, op.result.type, lambda a: _one(cmpi(a[0], a[1], pred)))
+    return _one(cmpi(a[0], a[1], pred))
 
 
-def _lower_select(op: flow.SelectOp) -> Lowered:
-    def body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
-        return _one(build(arith.SelectOp, a[:3], (a[1].type,)))
-
-    return elementwise(op.operands, op.result.type, body)
+def _scalar_select(op: flow.SelectOp, a: Sequence[SSAValue]) -> Scalar:
+    return _one(build(arith.SelectOp, a[:3], (a[1].type,)))
 
 
 # --------------------------------------------------------------------------- cast
@@ -255,12 +247,8 @@ def cast_scalar(x: SSAValue, src: Attribute, dst: Attribute) -> tuple[list[Opera
     return [], x
 
 
-def _lower_cast(op: flow.CastOp) -> Lowered:
-    src = op.operand.type.element_type
-    ty = op.result.type
-    if src == ty.element_type:
-        return [], op.operand
-    return elementwise(op.operands, ty, lambda a: cast_scalar(a[0], src, ty.element_type))
+def _scalar_cast(op: flow.CastOp, a: Sequence[SSAValue]) -> Scalar:
+    return cast_scalar(a[0], op.operand.type.element_type, op.result.type.element_type)
 
 
 def check_element_type(ty: TensorType) -> str | None:
@@ -271,10 +259,25 @@ def check_element_type(ty: TensorType) -> str | None:
     return None
 
 
-RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
-    **{c: _lower_unary for c in _FLOAT_UNARY},
-    **{c: _lower_binary for c in _BINARY},
-    flow.CompareOp: _lower_compare,
-    flow.SelectOp: _lower_select,
-    flow.CastOp: _lower_cast,
+SCALAR_RULES: dict[type[Operation], Callable[[Operation, Sequence[SSAValue]], Scalar]] = {
+    **{c: _scalar_unary for c in _FLOAT_UNARY},
+    **{c: _scalar_binary for c in _BINARY},
+    flow.CompareOp: _scalar_compare,
+    flow.SelectOp: _scalar_select,
+    flow.CastOp: _scalar_cast,
 }
+"""The scalar computation of each elementwise flow op: (op, operand scalars) -> (ops, value)."""
+
+
+def scalar_body(op: Operation, args: Sequence[SSAValue]) -> Scalar:
+    """The arith/math ops computing one element of `op` from its operands' elements `args`."""
+    return SCALAR_RULES[type(op)](op, args)
+
+
+def _lower(op: Operation) -> Lowered:
+    if isinstance(op, flow.CastOp) and op.operand.type.element_type == op.result.type.element_type:
+        return [], op.operand
+    return elementwise(op.operands, op.results[0].type, lambda a: scalar_body(op, a))
+
+
+RULES: dict[type[Operation], Callable[[Operation], Lowered]] = dict.fromkeys(SCALAR_RULES, _lower)

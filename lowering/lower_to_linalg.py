@@ -2,10 +2,12 @@
 
 One walk collects the flow ops and checks every type on the way (global
 tensors must have been partitioned into local ones first); then each op is
-replaced through a dispatch table (op class -> rule). Nothing is mutated
-unless the whole module can be lowered, so a failure leaves the input intact
-for a repro. This is much faster in xDSL than a set of rewrite patterns
-driven to a fixpoint.
+replaced through a dispatch table (op class -> rule). A `flow.fused` is one
+rule for its whole region (one `linalg.generic`), so the ops inside it are
+checked but not lowered one by one. Nothing is mutated unless the whole
+module can be lowered, so a failure leaves the input intact for a repro.
+This is much faster in xDSL than a set of rewrite patterns driven to a
+fixpoint.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import PassFailedException
 
 from flow.dialect.attrs import DistAttr
+from flow.dialect.fused import FusedOp
 
-from . import _elementwise, _movement, _random, _structured, _window
+from . import _elementwise, _fused, _movement, _random, _structured, _window
 from ._elementwise import check_element_type
 from ._linalg_builders import Lowered
 
@@ -32,6 +35,7 @@ RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
     **_movement.RULES,
     **_window.RULES,
     **_random.RULES,
+    **_fused.RULES,
 }
 """The lowering of each flow op class."""
 
@@ -73,12 +77,14 @@ def _collect(module: ModuleOp) -> list[tuple[Operation, Callable[[Operation], Lo
                     for j, arg in enumerate(block.args):
                         _check_type(op, f"block argument #{j}", arg.type)
         if op.name.startswith("flow."):
-            rule = RULES.get(type(op))
-            if rule is None:
-                raise _fail(op, "has no lowering to linalg")
             for v in (*op.operands, *op.results):
                 if (why := check_element_type(v.type)) is not None:
                     raise _fail(op, why)
+            if isinstance(op.parent_op(), FusedOp):
+                continue  # lowered with the whole region by the flow.fused rule
+            rule = RULES.get(type(op))
+            if rule is None:
+                raise _fail(op, "has no lowering to linalg")
             todo.append((op, rule))
     return todo
 
@@ -93,7 +99,9 @@ def lower_module(module: ModuleOp) -> None:
         for new in new_ops:
             new.location = loc
             block.insert_op_before(new, op)
-        op.results[0].replace_all_uses_with(value)
+        values = value if isinstance(value, list) else [value]  # several for flow.fused
+        for result, v in zip(op.results, values, strict=True):
+            result.replace_all_uses_with(v)
         block.erase_op(op)
 
 
