@@ -8,6 +8,7 @@ name does, and `expand_pipeline` flattens them so failures name the real pass.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -20,9 +21,26 @@ from xdsl.utils.arg_spec import ArgSpec, ArgSpecParseError, parse_pipeline
 PIPELINES: dict[str, list[str]] = {
     # Everything needed for the hand-off: afterwards no flow op or attribute remains.
     # dce runs first: flow ops are Pure, while xDSL cannot prove linalg.generic dead.
-    "flow-to-iree-input": ["flow-fold-transposes", "dce", "flow-lower-to-linalg"],
+    "flow-to-iree-input": [
+        "flow-fold-transposes",
+        "dce",
+        "flow-fuse-elementwise",
+        "flow-lower-to-linalg",
+    ],
 }
 """Named pipelines: name -> pass specs, run in order."""
+
+OPTIONAL_STEPS: dict[str, str] = {"flow-fuse-elementwise": "FLOW_FUSION"}
+"""Pipeline steps an environment knob turns off (`FLOW_FUSION=0`); on by default.
+
+Only steps of named pipelines are skipped: a pass named explicitly always runs."""
+
+
+def step_enabled(name: str) -> bool:
+    """Whether the pipeline step `name` runs (its knob, if any, is not `0`/`off`/`false`)."""
+    knob = OPTIONAL_STEPS.get(name)
+    value = os.environ.get(knob, "") if knob else ""
+    return value.strip().lower() not in ("0", "off", "false", "no")
 
 
 def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
@@ -35,6 +53,11 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         from .fold_transposes import FoldTransposesPass
 
         return FoldTransposesPass
+
+    def fuse_elementwise() -> type[ModulePass]:
+        from .fuse_elementwise import FuseElementwisePass
+
+        return FuseElementwisePass
 
     def infer_sbp() -> type[ModulePass]:
         from .infer_sbp import InferSbpPass
@@ -64,6 +87,7 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "flow-lower-to-linalg": lower_to_linalg,
         "flow-fold-transposes": fold_transposes,
+        "flow-fuse-elementwise": fuse_elementwise,
         "flow-infer-sbp": infer_sbp,
         "flow-boxing-to-collectives": boxing_to_collectives,
         "flow-partition": partition,
@@ -105,7 +129,7 @@ class PipelinePass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         passes = get_all_passes()
-        for spec in expand_pipeline(",".join(self.steps)):
+        for spec in expand_pipeline(self.name if self.name in PIPELINES else ",".join(self.steps)):
             passes[spec.name]().from_spec(spec).apply(ctx, op)
 
 
@@ -151,7 +175,8 @@ def expand_pipeline(spec: str) -> list[ArgSpec]:
         if s.name in PIPELINES:
             if s.parameters:
                 raise ValueError(f"pipeline {s.name!r} takes no options, got {s}")
-            out.extend(expand_pipeline(",".join(PIPELINES[s.name])))
+            steps = [p for p in PIPELINES[s.name] if step_enabled(p.split("{")[0])]
+            out.extend(expand_pipeline(",".join(steps)))
         else:
             out.append(s)
     return out
