@@ -3,7 +3,8 @@
 A global tensor's distribution is its type's `#flow.dist` encoding. Three ops
 work on global tensors: `flow.boxing` changes a value's distribution,
 `flow.to_local` takes this rank's shard out and `flow.to_global` wraps a shard
-back up. The others are what boxing lowers to, on local (per-rank) tensors:
+back up (`flow.redistribute`, what a traced `to_global` emits, becomes a boxing
+once flow-infer-sbp knows its operand's distribution). The others are what boxing lowers to, on local (per-rank) tensors:
 collectives within the ranks of one mesh axis of a placement (`all_reduce`,
 `all_gather`, `reduce_scatter`, `all_to_all`), the communication-free local
 conversions (`local_slice` for B→S, `local_partial` for B→P), and point-to-point
@@ -253,6 +254,49 @@ class ToGlobalOp(IRDLOperation):
         src = _local(self.name, "operand", self.operand.type)
         _global(self.name, "result", self.result.type)
         _check_shard(self.name, self.result.type, src)
+
+
+@irdl_op_definition
+class RedistributeOp(IRDLOperation):
+    """Give a value the distribution `dist`, whatever distribution it turns out to have.
+
+    What `Tensor.to_global(placement, sbp)` traces to inside `flow.jit` / `nn.Graph`:
+    there the operand's distribution is not known yet (a traced program is typed
+    without encodings until flow-infer-sbp), so the op names only the target.
+    flow-infer-sbp replaces it by a `flow.boxing` from the operand's inferred
+    distribution (nothing when they agree; a local value the same on every rank is
+    first taken as broadcast). The result is typed with `dist` or, before
+    inference, without an encoding:
+
+        %y = flow.redistribute %x to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>
+               : tensor<8xf32> -> tensor<8xf32>
+    """
+
+    name = "flow.redistribute"
+    operand = operand_def(TensorType)
+    result = result_def(TensorType)
+    dist = prop_def(Attribute)  # a DistAttr; untyped so that it prints with its #flow.dist prefix
+    traits = traits_def(Pure())
+    assembly_format = "$operand `to` $dist attr-dict `:` type($operand) `->` type($result)"
+
+    def verify_(self) -> None:
+        src, dst = self.operand.type, self.result.type
+        assert isinstance(src, TensorType) and isinstance(dst, TensorType)
+        if not isinstance(self.dist, DistAttr):
+            raise _err(self.name, f"expected dist to be a #flow.dist attribute, got {self.dist}")
+        if (src.get_shape(), src.element_type) != (dst.get_shape(), dst.element_type):
+            raise _err(
+                self.name,
+                f"expected operand and result to have the same shape and element type, "
+                f"got {src} and {dst}",
+            )
+        target = TensorType(dst.element_type, dst.get_shape(), self.dist)
+        try:
+            verify_dist_fits(target)
+        except VerifyException as err:
+            raise _err(self.name, str(err)) from None
+        if dist_of(dst) is not None and dist_of(dst) != self.dist:
+            raise _err(self.name, f"expected the result to be typed with {self.dist}, got {dst}")
 
 
 # --------------------------------------------------------------------------- collectives
@@ -516,7 +560,7 @@ def mesh_props(placement: PlacementAttr, axis: int, **dims: int) -> dict[str, At
     return props
 
 
-GLOBAL_OPS: tuple[type[IRDLOperation], ...] = (BoxingOp, ToLocalOp, ToGlobalOp)
+GLOBAL_OPS: tuple[type[IRDLOperation], ...] = (BoxingOp, ToLocalOp, ToGlobalOp, RedistributeOp)
 COLLECTIVE_OPS: tuple[type[IRDLOperation], ...] = (
     AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, LocalSliceOp, LocalPartialOp,
     SendOp, RecvOp,

@@ -5,10 +5,10 @@
 
 `compile_for_rank` runs SBP inference, `flow-partition{rank=R}`,
 `flow-lower-collectives{rank=R}` and `flow-to-iree-input`, then compiles; the
-collectives become imports of the `comm` runtime module. `run_for_rank`
-registers the program's groups (every rank must call it, with programs that
-use the same sequence of placements and mesh axes, since registration is
-collective) and calls the function with this rank's shards.
+collectives become imports of the `comm` runtime module. `run_for_rank` loads
+it with the program's group table (the communicators are made on first use,
+by the members of each group only) and calls the function with this rank's
+shards.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from xdsl.dialects.builtin import ModuleOp
 from flow.lowering import run_pipeline, to_iree_text
 from flow.lowering.lower_collectives import GROUPS_ATTR, comm_groups
 
-__all__ = ["communication_plan", "compile_for_rank", "run_for_rank"]
+__all__ = [
+    "absent_results", "communication_plan", "compile_for_rank", "held_inputs", "run_for_rank",
+]  # fmt: skip
 
 Group = tuple[int, ...]
 
@@ -76,28 +78,6 @@ def _itemsize(el) -> int:
     return max(1, int(width) // 8)
 
 
-_registered: list[Group] = []
-"""The groups this process registered, in order: group id i + 1 is entry i."""
-
-
-def _register(groups: Sequence[Group]) -> None:
-    from flow.targets.collectives import register_group
-
-    for i, group in enumerate(groups):
-        if i < len(_registered):
-            if _registered[i] != tuple(group):
-                raise ValueError(
-                    f"group {i + 1} is already registered as {list(_registered[i])}, this "
-                    f"program needs {list(group)}: programs run in one process must use "
-                    "their groups in the same order"
-                )
-            continue
-        gid = register_group(group)
-        if gid != i + 1:
-            raise RuntimeError(f"group {list(group)} got id {gid}, expected {i + 1}")
-        _registered.append(tuple(group))
-
-
 def run_for_rank(
     vmfb: bytes,
     groups: Sequence[Group],
@@ -106,15 +86,52 @@ def run_for_rank(
     target: str = "cpu",
     driver: str | None = None,
 ) -> tuple[np.ndarray, ...]:
-    """Register `groups` (collective: every rank calls this), load `vmfb` with the `comm`
-    collectives and call `function` on this rank's `arrays`. With more ranks than cores the
-    CPU driver defaults to `local-sync`."""
+    """Load `vmfb` with the `comm` collectives over its group table `groups` and call
+    `function` on this rank's `arrays`. With more ranks than cores the CPU driver defaults
+    to `local-sync`."""
     from flow import env
     from flow.targets import load, prepare_iree_for_mpi
 
     prepare_iree_for_mpi()
-    _register(groups)
     if driver is None and env.get_world_size() >= (os.cpu_count() or 1):
         driver = "local-sync"
-    module = load(vmfb, target, driver=driver, collectives=True)
+    module = load(vmfb, target, driver=driver, collectives=True, groups=groups)
     return module[function](*arrays)
+
+
+def _holds(info: Any) -> bool:
+    from flow import env
+
+    return info is None or env.get_rank() in info.placement.attr.rank_list
+
+
+def held_inputs(lowered: Any, inputs: list) -> list:
+    """The inputs of `lowered`'s per-rank program: flow-partition drops the arguments on
+    placements that do not hold this rank (another pipeline stage's parameters)."""
+    return [a for i, a in enumerate(inputs) if _holds(lowered.arg_dists.get(i))]
+
+
+def absent_results(lowered: Any, outputs: list) -> list:
+    """All of `lowered`'s results, with an empty shard (as eager mode has) for each one on
+    a placement that does not hold this rank, which the per-rank program does not return."""
+    f = lowered.module.body.block.first_op
+    it = iter(outputs)
+    out = []
+    for ty, info in zip(f.function_type.outputs.data, lowered.out_dists):
+        if _holds(info):
+            out.append(next(it))
+        else:
+            out.append(_empty(ty.get_shape(), _dtype_of(ty.element_type)))
+    return out
+
+
+def _empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
+    from ._global import _empty
+
+    return _empty(shape, dtype)
+
+
+def _dtype_of(el) -> np.dtype:
+    from . import _dtypes
+
+    return np.dtype(_dtypes.from_ir(el).np_dtype)

@@ -497,6 +497,8 @@ def to_global_(t: Tensor, placement_: placement | None = None, sbp_: Any = None)
 
 
 def _to_global_vjp(ct: Tensor, x: Tensor, out: Tensor) -> tuple[Tensor]:
+    if ct._trace is not None:  # the gradient's distribution is left to SBP inference
+        return (ct,)
     if is_global(x):
         return (to_global(ct, x.placement, x.sbp),)
     return (to_local(to_global(ct, out.placement, out.sbp)),)
@@ -506,9 +508,7 @@ def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
     """`Tensor.to_global(placement, sbp)`: local → global (this rank's shard, replica or
     addend) or global → global (boxing, and a placement change when it differs)."""
     if t._trace is not None:
-        raise NotImplementedError(
-            "to_global: global tensors are eager only here; convert before flow.jit"
-        )
+        return _traced_to_global(t, placement_, sbp_)
     if is_global(t):
         info = _info(t)
         pl = placement_ if placement_ is not None else info.placement
@@ -538,6 +538,60 @@ def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
     info = GlobalInfo(placement_, nd)
     local = data if _member(placement_) else _empty(shape, data.dtype)
     return _make_global(local, shape, info)
+
+
+def _traced_to_global(
+    t: Tensor, placement_: placement | None, sbp_: Any, *, whole: bool = False
+) -> Tensor:
+    """`to_global` inside flow.jit / nn.Graph: a `flow.redistribute` to the named
+    distribution, which flow-infer-sbp turns into boxing once it knows `t`'s.
+
+    A value of the global program keeps its global value (only its distribution
+    changes, as in eager mode). A local value computed in the trace (constants:
+    the same on every rank) may become broadcast, which is what eager mode makes of
+    it too; its pieces as shards (S) or addends (P) would need every rank's local
+    value, so convert such tensors before the compiled function instead."""
+    from flow.dialect.attrs import DistAttr, SbpAttr
+    from flow.dialect.distributed import RedistributeOp
+
+    from ._primitives import user_location
+
+    trace = t._trace
+    is_glob = is_global(t) or trace.derives_from_global(t._value)
+    pl = placement_
+    if pl is None:
+        known = list(dict.fromkeys([*(i.placement for i in trace.arg_dists.values()),
+                                    *trace.placements]))  # fmt: skip
+        if is_global(t):
+            pl = _info(t).placement
+        elif len(known) == 1:
+            pl = known[0]
+        else:
+            raise ValueError("to_global: name the placement (this program has several)")
+    if not isinstance(pl, placement):
+        raise TypeError(f"to_global: expected a flow.placement, got {pl!r}")
+    if sbp_ is None:
+        if not is_global(t) or len(_info(t).sbp) != len(pl.hierarchy):
+            raise ValueError("to_global: give the sbp of the result")
+        sbp_ = _info(t).sbp
+    nd = _nd_sbp(sbp_, len(pl.hierarchy), "to_global")
+    _check_split_dims("to_global", nd, t.ndim)
+    if not (is_glob or whole) and any(s.kind != "B" for s in nd):
+        raise NotImplementedError(
+            f"to_global: inside a compiled function a local tensor becomes global as broadcast "
+            f"only (asked for sbp {_fmt_sbp(nd)}); convert it before the compiled function, or "
+            "make it broadcast first and then change its sbp"
+        )
+    trace.placements[pl] = None
+    op = RedistributeOp(
+        operands=[t._value],
+        result_types=[t._ir_type()],
+        properties={"dist": DistAttr(pl.attr, SbpAttr.get(tuple(nd)))},
+    )
+    trace.emit(op, user_location())
+    out = Tensor._traced(op.result, trace, t.dtype)
+    out._dist = GlobalInfo(pl, nd)
+    return out
 
 
 def _global_shape_of_shards(data: np.ndarray, pl: placement, nd: NdSbp) -> tuple[int, ...]:
@@ -610,6 +664,8 @@ def from_global_value(value: Tensor, placement_: placement, sbp_: Any) -> Tensor
         raise TypeError(f"expected placement to be a flow.placement, got {placement_!r}")
     if sbp_ is None:
         raise ValueError("a global tensor needs an sbp as well as a placement")
+    if value._trace is not None:
+        return _traced_to_global(value, placement_, sbp_, whole=True)
     nd = _nd_sbp(sbp_, len(placement_.hierarchy))
     data = value.numpy()
     _check_split_dims("global tensor", nd, data.ndim)

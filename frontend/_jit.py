@@ -125,7 +125,7 @@ class Lowered:
     @property
     def is_global(self) -> bool:
         """Whether this is a global program (compiled per rank, run on shards)."""
-        return bool(self.arg_dists)
+        return bool(self.arg_dists) or any(d is not None for d in self.out_dists)
 
     def as_text(self, *, debug_info: bool = False) -> str:
         """The flow IR (custom assembly format; `debug_info` adds source locations)."""
@@ -182,7 +182,13 @@ class Compiled:
         inputs += [_host(t) for t in self.lowered.captured]
         for index, generator in self.lowered.key_slots:  # a fresh random key per call
             inputs.insert(index, generator._next_key_array())
-        outputs = [np.asarray(o) for o in self._fn(*inputs)]
+        if self.groups is not None:  # a rank outside some placement holds no part of those
+            from ._distributed_compile import absent_results, held_inputs
+
+            inputs = held_inputs(self.lowered, inputs)
+            outputs = absent_results(self.lowered, [np.asarray(o) for o in self._fn(*inputs)])
+        else:
+            outputs = [np.asarray(o) for o in self._fn(*inputs)]
         low = self.lowered
         n_user = len(outputs) - len(low.mutated) - len(low.born)
         for t, o in zip(low.mutated, outputs[n_user:]):
@@ -215,12 +221,9 @@ def _load_for_rank(vmfb: bytes, groups: list, target: str):
     from flow import env
     from flow.targets import load, prepare_iree_for_mpi
 
-    from ._distributed_compile import _register
-
     prepare_iree_for_mpi()
-    _register(groups)  # collective: every rank compiles the same program
     driver = "local-sync" if env.get_world_size() >= (os.cpu_count() or 1) else None
-    return load(vmfb, target, driver=driver, collectives=True)
+    return load(vmfb, target, driver=driver, collectives=True, groups=groups)
 
 
 def _host(x) -> np.ndarray:
@@ -285,7 +288,7 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -
     module = trace.finish(results)
     module.verify()
     out_dists: list = [None] * len(results)
-    if trace.arg_dists:
+    if trace.arg_dists or trace.placements:
         # Not verified again: an op whose chosen SBP signature mixes operand SBPs (P / B)
         # has operand types that differ in their encoding only, which the op's type
         # constraints reject; flow-partition drops the encodings.
@@ -313,6 +316,7 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
     from ._global import GlobalInfo
 
     placements = {info.placement: None for info in trace.arg_dists.values()}
+    placements.update(trace.placements)
     by_attr = {pl.attr: pl for pl in placements}
     if len(placements) == 1:
         (pl,) = placements

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
 _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
 _local = threading.local()
@@ -69,6 +69,8 @@ class Trace:
         self.key_slots: list[tuple[int, object]] = []  # (argument index, Generator)
         self.mutated: dict[int, tuple] = {}  # id -> (eager tensor, its data before the trace)
         self.arg_dists: dict[int, object] = {}  # argument index -> GlobalInfo of a global tensor
+        self.placements: dict = {}  # placements named by traced to_global calls (ordered set)
+        self._global_values: dict[SSAValue, bool] = {}
 
     def __enter__(self) -> Trace:
         _stack().append(self)
@@ -91,6 +93,32 @@ class Trace:
             self._captured_ids[key] = value
             self.captured.append(tensor)
         return self._captured_ids[key]
+
+    def derives_from_global(self, value: SSAValue) -> bool:
+        """Whether `value` is computed from a global argument or a traced `to_global`: a
+        value of the global program, as opposed to a local one (a constant, a local input)."""
+        todo = [value]
+        while todo:
+            v = todo[-1]
+            if v in self._global_values:
+                todo.pop()
+                continue
+            if isinstance(v, BlockArgument):
+                self._global_values[v] = v.index in self.arg_dists
+                todo.pop()
+                continue
+            op = v.owner
+            if op.name == "flow.redistribute":
+                self._global_values[v] = True
+                todo.pop()
+                continue
+            pending = [o for o in op.operands if o not in self._global_values]
+            if pending:
+                todo.extend(pending)
+                continue
+            self._global_values[v] = any(self._global_values[o] for o in op.operands)
+            todo.pop()
+        return self._global_values[value]
 
     def mutate(self, tensor, new) -> None:
         """Record that eager `tensor` now holds `new` (a value of this trace).

@@ -97,6 +97,8 @@ class _Inference:
                 if op.operand.type == op.result.type:
                     op.result.replace_all_uses_with(op.operand)
                     Rewriter.erase_op(op)
+            elif isinstance(op, dd.RedistributeOp):
+                self._redistribute(op)
             elif isinstance(op, FlowOp):
                 self._op(op)
             elif isinstance(op, (*dd.GLOBAL_OPS, *dd.COLLECTIVE_OPS)):
@@ -119,6 +121,19 @@ class _Inference:
         glob.location = op.location
         Rewriter.insert_op(glob, InsertPoint.before(op))
         return glob.result
+
+    def _redistribute(self, op: dd.RedistributeOp) -> None:
+        """A traced `to_global`: box the operand's inferred distribution to the target."""
+        dist = op.dist
+        assert isinstance(dist, DistAttr)
+        value = op.operand
+        if dist_of(value.type) is None:
+            value = self._promote(op, 0, dist.placement)
+        want = with_dist(value.type, dist.placement, dist.sbp.sbps)
+        if value.type != want:
+            value = self._box(value, want, op)
+        op.result.replace_all_uses_with(value)
+        Rewriter.erase_op(op)
 
     def _op(self, op: FlowOp) -> None:
         dists = [dist_of(o.type) for o in op.operands]

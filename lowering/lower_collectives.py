@@ -27,10 +27,10 @@ order of first use and listed in the module attribute
 
     flow.comm_groups = [[0, 1], [0, 2]]
 
-so that the runtime registers them (`register_group`, in that order) before
-loading: id `i + 1` is entry `i`. Every rank must register the same number of
-groups in the same order, which holds when all ranks run the same sequence of
-collectives (one placement, or placements every rank takes part in).
+as the program's group table: id `i + 1` is entry `i`. The ids are the
+program's own; at load time the runtime maps them to communicators
+(`flow.targets.collectives.program_groups`), so ranks of different placements
+may run programs with different tables.
 
 Afterwards no flow collective op is left and `flow-to-iree-input` lowers the
 rest. Chain it after partitioning, or use the `flow-partition-to-iree-input`

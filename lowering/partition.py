@@ -75,8 +75,10 @@ def _prune(f: func.FuncOp, rank: int) -> None:
             if not lives(op.operand) and lives(op.result):
                 lower_boxing(op, rank)  # the receiving side needs no operand
                 continue
-        values = (*op.operands, *op.results)
-        if not any(_is_global(v) for v in values) or any(lives(v) for v in values):
+            if lives(op.operand):
+                continue  # this rank computes or sends its part: lowered below
+        global_values = [v for v in (*op.operands, *op.results) if _is_global(v)]
+        if all(lives(v) for v in global_values):
             continue
         if any(r.first_use is not None for r in op.results):
             user = next(u.operation for r in op.results for u in r.uses)

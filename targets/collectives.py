@@ -41,6 +41,9 @@ group; "dim 0" is the leading dimension, other dimensions are the caller's trans
 ``barrier(group)``                  no tensor, no result
 ==================================  =====================================================
 
+Every call that waits for peers has a deadline (``FLOW_COLLECTIVE_TIMEOUT`` seconds, default
+300): past it, the rank names the collective and aborts every rank instead of hanging.
+
 Results live in fresh buffers (never aliasing an operand), except the ``_inplace`` variants.
 Element types: f16, bf16, f32, f64 and 8- to 64-bit integers; data movement works on bytes
 (any type), reductions of f16/bf16 accumulate in f32.
@@ -56,6 +59,9 @@ import atexit
 import os
 import re
 import sys
+import threading
+import time
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,9 +71,12 @@ import numpy as np
 
 __all__ = [
     "COLLECTIVES",
+    "DEFAULT_TIMEOUT",
     "MODULE_NAME",
+    "TIMEOUT_ENV",
     "WORLD",
     "Collective",
+    "collective_timeout",
     "create_module",
     "declare",
     "group_ranks",
@@ -76,6 +85,7 @@ __all__ = [
     "mpi",
     "mpi_launched",
     "prepare_iree_for_mpi",
+    "program_groups",
     "register_group",
     "register_mesh",
     "wait_sends",
@@ -185,6 +195,40 @@ def register_mesh(mesh: Any) -> tuple[int, ...]:
             color, key = mpi().UNDEFINED, 0
         ids.append(_add_group(world.Split(color, key)))
     return tuple(ids)
+
+
+_by_ranks: dict[tuple[int, ...], int] = {}
+"""Groups made for programs' group tables (see program_groups): world ranks -> id."""
+
+
+def program_groups(groups: Sequence[Sequence[int]]) -> tuple[int, ...]:
+    """Process-wide ids for a compiled program's group table, whose id ``i + 1`` names the
+    world ranks ``groups[i]`` (what flow-lower-collectives records): each group's communicator
+    is made on first use and shared by every program that names the same ranks.
+
+    Unlike :func:`register_group`, only a group's members take part in making it
+    (``MPI_Comm_create_group``), so each rank can load a program whose table lists just its
+    own groups (ranks of different pipeline stages run different programs). Members make
+    their groups in one global order (sorted by ranks), so no two can wait on each other."""
+    world = _comms()[WORLD]
+    wanted = [tuple(int(r) for r in g) for g in groups]
+    for g in sorted(set(wanted)):
+        if g in _by_ranks:
+            continue
+        if len(set(g)) != len(g) or not all(0 <= r < world.size for r in g):
+            raise ValueError(
+                f"program group {list(g)}: ranks must be distinct, in [0, {world.size})"
+            )
+        if world.rank not in g:
+            _by_ranks[g] = _add_group(mpi().COMM_NULL)
+            continue
+        group = world.Get_group().Incl(list(g))
+        try:
+            comm = world.Create_group(group, tag=zlib.crc32(repr(g).encode()) % 32768)
+        finally:
+            group.Free()
+        _by_ranks[g] = _add_group(comm)
+    return tuple(_by_ranks[g] for g in wanted)
 
 
 def group_ranks(group: int) -> tuple[int, ...] | None:
@@ -331,7 +375,7 @@ def _wide(dt: np.dtype) -> np.dtype | None:
 def _all_reduce(
     self: _CommModule, op: str, ref: rt.VmRef, group: int, *, inplace: bool = False
 ) -> Any:
-    comm = _member(group)
+    comm = self.member(group)
     src = self.buffers.view(ref)
     dt = _dtype(src)
     wide = _wide(dt)
@@ -349,7 +393,7 @@ def _all_reduce(
 
 
 def _reduce_scatter(self: _CommModule, op: str, ref: rt.VmRef, group: int) -> Any:
-    comm = _member(group)
+    comm = self.member(group)
     src = self.buffers.view(ref)
     dt = _dtype(src)
     wide = _wide(dt)
@@ -376,7 +420,7 @@ def _reduce_scatter(self: _CommModule, op: str, ref: rt.VmRef, group: int) -> An
 
 
 def _all_gather(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
-    comm = _member(group)
+    comm = self.member(group)
     src = self.buffers.view(ref)
     row = _row_bytes(src)
     mine = np.array([src.shape[0], row], np.int64)
@@ -399,7 +443,7 @@ def _all_gather(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
 
 
 def _all_to_all(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
-    comm = _member(group)
+    comm = self.member(group)
     src = self.buffers.view(ref)
     row = _row_bytes(src)
     send_rows = np.array(_balanced(src.shape[0], comm.size), np.int64)
@@ -417,7 +461,7 @@ def _all_to_all(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
 
 
 def _broadcast(self: _CommModule, ref: rt.VmRef, root: int, group: int) -> Any:
-    comm = _member(group)
+    comm = self.member(group)
     _check_peer(comm, root, "broadcast root")
     src = self.buffers.view(ref)
     dst = self.buffers.new(src.shape, src.element_type, src.byte_length)
@@ -436,7 +480,7 @@ _wait_at_exit = False
 
 def _send(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, group: int) -> None:
     global _wait_at_exit
-    comm = _member(group)
+    comm = self.member(group)
     _check_peer(comm, peer, "send destination")
     data = self.buffers.array(self.buffers.view(ref)).copy()  # IREE may reuse x's memory
     if not _wait_at_exit:
@@ -453,7 +497,7 @@ def wait_sends() -> None:
 
 
 def _recv(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, group: int) -> Any:
-    comm = _member(group)
+    comm = self.member(group)
     _check_peer(comm, peer, "recv source")
     like = self.buffers.view(ref)
     dst = self.buffers.new(like.shape, like.element_type, like.byte_length)
@@ -462,7 +506,7 @@ def _recv(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, group: int) -> 
 
 
 def _barrier(self: _CommModule, group: int) -> None:
-    _member(group).Barrier()
+    self.member(group).Barrier()
 
 
 def _check_peer(comm: Any, rank: int, what: str) -> None:
@@ -573,23 +617,118 @@ def imported_collectives(vmfb: bytes) -> set[str]:
     return {n for n in found if n.split(".", 1)[0] in COLLECTIVES}
 
 
-class _CommModule:
-    """Per-context state of the ``comm`` module."""
+# ---------------------------------------------------------------------------------------------
+# A deadline: ranks whose programs disagree on their collectives would wait for each other
+# forever. MPI has no timed wait, so a watchdog thread (blocking MPI calls release the GIL)
+# watches the collective in progress and aborts every rank, naming it, once it has waited
+# longer than FLOW_COLLECTIVE_TIMEOUT seconds (default 300; 0 turns the bound off). The
+# fast path only records the start and end of each call.
 
-    def __init__(self, device: rt.HalDevice):
+TIMEOUT_ENV = "FLOW_COLLECTIVE_TIMEOUT"
+DEFAULT_TIMEOUT = 300.0
+
+
+def collective_timeout() -> float:
+    """Seconds a compiled collective may wait for its peers (0: no bound)."""
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
+    return max(value, 0.0)
+
+
+class _Watchdog:
+    def __init__(self) -> None:
+        self.current: tuple[str, int, float] | None = None  # (collective, group, start)
+        self.thread: threading.Thread | None = None
+
+    def watch(self, impl: Callable[..., Any], name: str) -> Callable[..., Any]:
+        """``impl`` timed against the deadline."""
+
+        def watched(module: Any, *args: Any) -> Any:
+            timeout = collective_timeout()
+            if timeout and self.thread is None:
+                self.thread = threading.Thread(
+                    target=self._run, args=(timeout,), name="flow-collective-watchdog",
+                    daemon=True,
+                )  # fmt: skip
+                self.thread.start()
+            group = int(args[-1]) if args else WORLD
+            try:
+                group = module.global_id(group)
+            except ValueError:
+                pass  # the call itself reports it
+            self.current = (name, group, time.monotonic())
+            try:
+                return impl(module, *args)
+            finally:
+                self.current = None
+
+        watched.__name__ = getattr(impl, "__name__", name)
+        return watched
+
+    def _run(self, timeout: float) -> None:
+        while True:
+            time.sleep(min(1.0, timeout / 4))
+            current = self.current
+            if current is None or time.monotonic() - current[2] < timeout:
+                continue
+            name, group, start = current
+            try:
+                members = f"ranks {list(group_ranks(group) or ())}"
+            except Exception:  # an unknown group id: the call itself reports it
+                members = "unknown ranks"
+            rank = mpi().COMM_WORLD.Get_rank()
+            print(
+                f"flow: rank {rank} waited {time.monotonic() - start:.0f} s in the collective "
+                f"'{name}' (group {group}: {members}) without its peers joining: the ranks' "
+                f"programs disagree on their collectives, or a peer is stuck. Aborting every "
+                f"rank; {TIMEOUT_ENV} sets this bound in seconds.",
+                file=sys.stderr,
+                flush=True,
+            )
+            mpi().COMM_WORLD.Abort(1)
+
+
+_watchdog = _Watchdog()
+
+
+class _CommModule:
+    """Per-context state of the ``comm`` module: buffers, and the program's group table."""
+
+    def __init__(self, device: rt.HalDevice, ids: tuple[int, ...] | None = None):
         self.buffers = _Buffers(device)
+        self.ids = ids
+
+    def global_id(self, group: int) -> int:
+        """The process-wide id of the program's group id ``group`` (0 is all ranks)."""
+        if self.ids is None or group == WORLD:
+            return group
+        if not 0 < group <= len(self.ids):
+            raise ValueError(
+                f"unknown collective group id {group}; this program has ids 0..{len(self.ids)}"
+            )
+        return self.ids[group - 1]
+
+    def member(self, group: int) -> Any:
+        return _member(self.global_id(group))
 
 
 def create_module(
-    device: rt.HalDevice, vmfb: bytes = b""
+    device: rt.HalDevice, vmfb: bytes = b"", groups: Sequence[Sequence[int]] | None = None
 ) -> tuple[rt.VmModule, rt.PyModuleInterface]:
     """The ``comm`` VM module for a context on ``device`` (a CPU device: buffers are mapped),
     exporting every collective plus the specialised names that ``vmfb`` imports; and its
-    interface, which must stay alive as long as the context."""
+    interface, which must stay alive as long as the context. With ``groups`` (the program's
+    group table, see :func:`program_groups`) the program's group ids are its own; without,
+    they are the process-wide ids of :func:`register_group` / :func:`register_mesh`."""
     mpi()  # fail now, not at the first call, when mpi4py is missing
-    iface = rt.PyModuleInterface(MODULE_NAME, lambda _iface: _CommModule(device))
+    ids = None if groups is None else program_groups(groups)
+    iface = rt.PyModuleInterface(MODULE_NAME, lambda _iface: _CommModule(device, ids))
     names = {c.name: c for c in COLLECTIVES.values()}
     names.update({n: COLLECTIVES[n.split(".", 1)[0]] for n in imported_collectives(vmfb)})
     for name, c in sorted(names.items()):
-        iface.export(name, c.cconv, c.impl)
+        impl = c.impl if c.name == "send" else _watchdog.watch(c.impl, c.name)  # sends never wait
+        iface.export(name, c.cconv, impl)
     return iface.create(), iface

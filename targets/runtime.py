@@ -140,11 +140,13 @@ def load(
     *,
     driver: str | None = None,
     collectives: bool | None = None,
+    groups: Any = None,
 ) -> Module:
     """Load a compiled module onto the device of ``target`` (or of ``driver``, e.g.
     ``local-sync`` for a cpu module when ranks outnumber cores). With ``collectives`` (by
     default: when the module imports any), the ``comm`` collectives are linked in (CPU
-    drivers only)."""
+    drivers only); ``groups`` is then the program's group table (its id ``i + 1`` names the
+    world ranks ``groups[i]``), or None for process-wide group ids."""
     tgt = get_target(target)
     drv = resolve_driver(tgt, driver)
     if collectives is None:
@@ -157,7 +159,7 @@ def load(
     imports: tuple[rt.VmModule, ...] = ()
     keep_alive: Any = None
     if collectives:
-        comm_module, keep_alive = create_module(config.device, vmfb)
+        comm_module, keep_alive = create_module(config.device, vmfb, groups)
         imports = (comm_module,)
     try:
         vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)

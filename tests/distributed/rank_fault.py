@@ -1,13 +1,16 @@
 """Rank 1 fails while rank 0 waits: every rank must exit non-zero quickly, and rank 1 prints
-its traceback. Usage: rank_fault.py barrier|recv|collective|callback
+its traceback. Usage: rank_fault.py barrier|recv|collective|callback|stuck
 
 barrier, recv: rank 1 raises while rank 0 is in a barrier / a receive.
 collective: rank 1 raises while rank 0 is in a compiled all_reduce.
 callback: rank 1's compiled all_reduce fails inside the collective (unknown group id).
+stuck: rank 1 never joins rank 0's compiled all_reduce (and raises nothing): rank 0's
+    collective deadline (FLOW_COLLECTIVE_TIMEOUT, set short here) aborts both.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -18,7 +21,9 @@ import flow.env
 where = sys.argv[1]
 rank = flow.env.get_rank()
 module = None
-if where in ("collective", "callback"):
+if where == "stuck":
+    os.environ["FLOW_COLLECTIVE_TIMEOUT"] = "2"
+if where in ("collective", "callback", "stuck"):
     from flow.targets import collectives, compile_mlir, load
 
     T = "tensor<4xf32>"
@@ -31,6 +36,8 @@ func.func @all_reduce(%x: {T}, %g: i32) -> {T} {{
 """, "cpu"))  # fmt: skip
     flow.env.barrier()
 
+if rank == 1 and where == "stuck":
+    time.sleep(600)
 if rank == 1:
     time.sleep(0.5)  # let rank 0 block first
     if where == "callback":

@@ -183,3 +183,35 @@ func.func @recv_global() {
   %0 = flow.recv peer = 0 : !s0
   return
 }
+
+// -----
+
+// CHECK: 'flow.redistribute' op expected operand and result to have the same shape and element type, got tensor<8x4xf32> and tensor<4x8xf32>
+func.func @redistribute_shape(%x: tensor<8x4xf32>) {
+  %0 = flow.redistribute %x to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>> : tensor<8x4xf32> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// CHECK: 'flow.redistribute' op split dim 2 is out of range for a tensor of rank 2
+func.func @redistribute_split_dim(%x: tensor<8x4xf32>) {
+  %0 = flow.redistribute %x to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(2)]>> : tensor<8x4xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+// CHECK: 'flow.redistribute' op expected the result to be typed with #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>, got tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
+func.func @redistribute_result_type(%x: tensor<8x4xf32>) {
+  %0 = flow.redistribute %x to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>> : tensor<8x4xf32> -> tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
+  return
+}
+
+// -----
+
+// CHECK: 'flow.redistribute' op expected dist to be a #flow.dist attribute, got #flow.sbp<[B]>
+func.func @redistribute_not_a_dist(%x: tensor<8x4xf32>) {
+  %0 = flow.redistribute %x to #flow.sbp<[B]> : tensor<8x4xf32> -> tensor<8x4xf32>
+  return
+}

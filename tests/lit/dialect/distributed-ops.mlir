@@ -73,3 +73,20 @@ func.func @collectives(%x: tensor<8x4xf32>) {
   %7 = flow.recv peer = 0 : tensor<8x4xf32>
   return
 }
+
+// -----
+
+// flow.redistribute names only the target distribution; its operand and result may be typed
+// without an encoding (a traced program before flow-infer-sbp) or with one.
+// CHECK-LABEL: func.func @redistribute(
+// CHECK-NEXT:    flow.redistribute %{{.*}} to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>> : tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:    flow.redistribute %{{.*}} to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>> : tensor<8x4xf32, #flow.dist<{{.*}}[S(0)]>>> -> tensor<8x4xf32, #flow.dist<{{.*}}[B]>>>
+// GENERIC-LABEL: "func.func"() <{sym_name = "redistribute"
+// GENERIC:       "flow.redistribute"(%{{.*}}) <{dist = #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>>}> : (tensor<8x4xf32>) -> tensor<8x4xf32>
+!s0 = tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
+!b = tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>>
+func.func @redistribute(%x: tensor<8x4xf32>, %y: !s0) {
+  %0 = flow.redistribute %x to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>> : tensor<8x4xf32> -> tensor<8x4xf32>
+  %1 = flow.redistribute %y to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>> : !s0 -> !b
+  return
+}

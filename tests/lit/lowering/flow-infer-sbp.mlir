@@ -195,3 +195,39 @@ func.func @call(%x: !x) -> !x {
   %0 = func.call @callee(%x) : (!x) -> !x
   func.return %0 : !x
 }
+
+// -----
+
+// flow.redistribute (a traced to_global) becomes the boxing from the operand's inferred
+// distribution, nothing when they agree, and a local constant is first made broadcast.
+// CHECK-LABEL: func.func @redistribute
+// CHECK-NEXT:    %[[E:.*]] = flow.exp %[[X:.*]] {sbp_signature = "[S(0)] -> [S(0)]"}
+// CHECK-NEXT:    %[[B:.*]] = flow.boxing %[[E]] : tensor<8x4xf32, #flow.dist<{{.*}}[S(0)]>>> -> tensor<8x4xf32, #flow.dist<{{.*}}[B]>>>
+// CHECK-NEXT:    %[[C:.*]] = flow.full 1.000000e+00 : f32 -> tensor<8x4xf32>
+// CHECK-NEXT:    %[[G:.*]] = flow.to_global %[[C]] : tensor<8x4xf32> -> tensor<8x4xf32, #flow.dist<{{.*}}[B]>>>
+// CHECK-NEXT:    %[[S:.*]] = flow.boxing %[[G]] : tensor<8x4xf32, #flow.dist<{{.*}}[B]>>> -> tensor<8x4xf32, #flow.dist<{{.*}}[S(1)]>>>
+// CHECK-NEXT:    %[[N:.*]] = flow.neg %[[E]] {sbp_signature = "[S(0)] -> [S(0)]"}
+// CHECK-NEXT:    %[[M:.*]] = flow.neg %[[S]] {sbp_signature = "[S(1)] -> [S(1)]"}
+// CHECK-NEXT:    func.return %[[B]], %[[N]], %[[M]]
+!x = tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
+!b = tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>>
+!s1 = tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>>>
+func.func @redistribute(%x: !x) -> (!b, !x, !s1) {
+  %0 = flow.exp %x : !x
+  %1 = flow.redistribute %0 to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>> : !x -> !b
+  %2 = flow.redistribute %0 to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>> : !x -> !x
+  %3 = flow.full 1.0 : f32 -> tensor<8x4xf32>
+  %4 = flow.redistribute %3 to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>> : tensor<8x4xf32> -> tensor<8x4xf32>
+  %5 = flow.neg %2 : !x
+  %6 = flow.neg %4 : tensor<8x4xf32>
+  %7 = flow.redistribute %6 to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>> : tensor<8x4xf32> -> !s1
+  func.return %1, %5, %7 : !b, !x, !s1
+}
+
+// -----
+
+// CHECK: 'flow.redistribute' op mixes global operands on #flow.placement<"cpu", [0, 1]> with operand #0 of local type tensor<4xf32>, which may differ between ranks; convert it with flow.to_global
+func.func @redistribute_local_argument(%x: tensor<4xf32>) {
+  %0 = flow.redistribute %x to #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>> : tensor<4xf32> -> tensor<4xf32>
+  return
+}

@@ -120,6 +120,29 @@ func.func @stages(%x: !a) -> !b {
 
 // -----
 
+// A value made for the second stage from a local constant: the first stage's ranks drop its
+// flow.to_global (they hold no part of it) and only send.
+// RANK0-LABEL: func.func @stage_constant
+// RANK0-NEXT:    flow.send %{{.*}}, peer = 2 : tensor<4x6xf32>
+// RANK0-NOT:     flow.to_global
+// RANK0:         func.return
+// RANK2-LABEL: func.func @stage_constant
+// RANK2-NEXT:    %[[R:.*]] = flow.recv peer = 0 : tensor<4x6xf32>
+// RANK2-NEXT:    %[[C:.*]] = flow.full 1.000000e+00 : f32 -> tensor<4x6xf32>
+// RANK2-NEXT:    %[[S:.*]] = flow.add %[[R]], %[[C]] : tensor<4x6xf32>
+// RANK2-NEXT:    func.return %[[S]] : tensor<4x6xf32>
+!a = tensor<8x6xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
+!b = tensor<8x6xf32, #flow.dist<#flow.placement<"cpu", [2, 3]>, #flow.sbp<[S(0)]>>>
+func.func @stage_constant(%x: !a) -> !b {
+  %0 = flow.boxing %x : !a -> !b
+  %1 = flow.full 1.0 : f32 -> tensor<4x6xf32>
+  %2 = flow.to_global %1 : tensor<4x6xf32> -> !b
+  %3 = flow.add %0, %2 : !b
+  func.return %3 : !b
+}
+
+// -----
+
 // flow.to_local / flow.to_global are the identity on shards.
 // CHECK-LABEL: func.func @boundaries
 // CHECK-SAME:    (%[[X:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
