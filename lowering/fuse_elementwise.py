@@ -187,7 +187,8 @@ def _fuse(group: _Group, order: dict[Operation, int]) -> FusedOp | None:
 
 def fuse_elementwise(module: ModuleOp, *, multi_output: bool = False) -> int:
     """Fuse every block of `module`; returns the number of `flow.fused` ops made."""
-    blocks = [b for op in module.walk() for r in op.regions for b in r.blocks]
+    blocks = [b for op in module.walk() if not isinstance(op, FusedOp)
+              for r in op.regions for b in r.blocks]  # fmt: skip
     made = 0
     for block in blocks:
         order = {op: i for i, op in enumerate(block.ops)}
