@@ -24,6 +24,12 @@ from flow.targets import compile_flags, compile_mlir, load
 from flow.targets.cache import cache_key
 
 
+@pytest.fixture(autouse=True)
+def _default_fusion(monkeypatch):
+    """The tests assume the pipeline's default unless they set `FLOW_FUSION` themselves."""
+    monkeypatch.delenv("FLOW_FUSION", raising=False)
+
+
 def _fused_ops(mod) -> list[fd.FusedOp]:
     return [op for op in mod.walk() if isinstance(op, fd.FusedOp)]
 
