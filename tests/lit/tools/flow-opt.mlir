@@ -6,8 +6,10 @@
 // CHECK-NOT: flow.neg
 // CHECK: flow.exp
 // CHECK-NOT: flow.neg
-// The final output:
-// CHECK: builtin.module
+// CHECK: IR after flow-fuse-elementwise:
+// CHECK: flow.exp
+// The final output (generic form, for IREE):
+// CHECK: "builtin.module"
 // CHECK-NOT: flow.
 // CHECK: math.exp
 // GENERIC: "flow.exp"(%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32>
