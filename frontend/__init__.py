@@ -22,6 +22,7 @@ from ._dtypes import (
 )
 from ._global import placement, sbp
 from ._jit import Compiled, Lowered, jit
+from ._lazy import LazyStats, lazy, lazy_stats, lazy_sync
 from ._math import *  # noqa: F403  (each module lists its public ops in __all__)
 from ._movement import *  # noqa: F403
 from ._ops import *  # noqa: F403
@@ -46,6 +47,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
+    "lazy", "lazy_stats", "lazy_sync", "LazyStats",
     "utils", "transforms", "optim", "softmax", "log_softmax", "env", "distributed",
     "placement", "sbp",
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",

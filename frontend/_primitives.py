@@ -1,7 +1,8 @@
 """The primitive registry: per primitive, its numpy eager kernel next to the flow op it emits.
 
 `bind(prim, *tensors, **params)` is the single entry point: inside a trace it
-appends the dialect op; otherwise it runs the numpy kernel. Both paths first ask
+appends the dialect op; under `flow.lazy()` it records the application for later
+(frontend/_lazy.py); otherwise it runs the numpy kernel. Both paths first ask
 the dialect op's `infer` for the result type, so eager mode and the compiler
 accept and reject exactly the same programs, with the same messages. The `vjp`
 slot is filled by autograd rules, written in frontend ops, next to each kernel.
@@ -18,7 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from flow import dialect as fd
 
-from . import _dtypes, _global
+from . import _dtypes, _global, _lazy
 from ._autograd import record
 from ._trace import current_trace, describe_location, user_location
 
@@ -62,6 +63,10 @@ def bind(prim: Primitive, *args, **params):
     """Apply a primitive to Tensors: emit IR when tracing, else run the numpy kernel."""
     from ._tensor import Tensor
 
+    if _lazy.enabled() and current_trace() is None:  # flow.lazy(): record, compute later
+        out = _lazy.lazy_bind(prim, args, params)
+        if out is not None:
+            return out
     if not args and current_trace() is None and prim.name in ("full", "iota"):
         return _global.eager_create(prim, params)  # constants: global ones in global VJPs
     trace = current_trace()

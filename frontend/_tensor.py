@@ -7,6 +7,7 @@ from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from . import _dtypes
+from ._lazy import LazyValue
 
 
 class Size(tuple):
@@ -31,7 +32,7 @@ class Tensor:
     """
 
     __slots__ = (
-        "_data",
+        "_buf",  # a numpy array; a LazyValue under flow.lazy (see `_data`); None when traced
         "_value",
         "_trace",
         "_shape",
@@ -63,10 +64,22 @@ class Tensor:
     def __init__(self, *args, **kwargs):
         pass
 
+    @property
+    def _data(self) -> np.ndarray | None:
+        """The value as a numpy array (None when traced); computes a pending lazy value."""
+        b = self._buf
+        if b.__class__ is LazyValue:
+            b = self._buf = b.materialize(self)
+        return b
+
+    @_data.setter
+    def _data(self, value: np.ndarray | None) -> None:
+        self._buf = value
+
     @classmethod
     def _eager(cls, data: np.ndarray) -> Tensor:
         t = object.__new__(cls)
-        t._data, t._value, t._trace = data, None, None
+        t._buf, t._value, t._trace = data, None, None
         t._requires_grad, t._node, t.grad = False, None, None
         t._shape = Size(data.shape)
         t._dtype = _dtypes.as_dtype(data.dtype)
@@ -75,7 +88,7 @@ class Tensor:
     @classmethod
     def _traced(cls, value: SSAValue, trace, dtype: _dtypes.dtype) -> Tensor:
         t = object.__new__(cls)
-        t._data, t._value, t._trace = None, value, trace
+        t._buf, t._value, t._trace = None, value, trace
         t._requires_grad, t._node, t.grad = False, None, None
         t._shape = Size(value.type.get_shape())
         t._dtype = dtype
@@ -157,8 +170,12 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same value, cut from the autograd graph (shares memory when eager)."""
+        if self._buf.__class__ is LazyValue:
+            from ._lazy import alias
+
+            return alias(self, copy=False)
         t = object.__new__(Tensor)
-        t._data, t._value, t._trace = self._data, self._value, self._trace
+        t._buf, t._value, t._trace = self._buf, self._value, self._trace
         t._requires_grad, t._node, t.grad = False, None, None
         t._shape, t._dtype = self._shape, self._dtype
         if getattr(self, "_dist", None) is not None:
@@ -234,15 +251,19 @@ class Tensor:
 
     def clone(self) -> Tensor:
         """A copy that shares no memory with this tensor."""
-        if self._data is None:
+        if self._buf is None:
             return self  # traced values are immutable
+        if self._buf.__class__ is LazyValue:
+            from ._lazy import alias
+
+            return alias(self, copy=True)
         t = Tensor._eager(self._data.copy())
         if getattr(self, "_dist", None) is not None:
             t._shape, t._dist = self._shape, self._dist
         return t
 
     def contiguous(self) -> Tensor:
-        if self._data is None or self._data.flags.c_contiguous:
+        if not isinstance(self._buf, np.ndarray) or self._buf.flags.c_contiguous:
             return self
         return Tensor._eager(np.asarray(self._data, order="C"))
 
@@ -266,8 +287,16 @@ class Tensor:
             return self
         if self._trace is not None and new._trace is None:
             new = new._lifted_into(self._trace)
-        if self._data is not None and self._data.flags.writeable:
-            self._data[...] = new._data  # writes through to arrays sharing this memory
+        if new._buf.__class__ is LazyValue:  # under flow.lazy: the value is pending
+            from ._lazy import rebind
+
+            rebind(self, new)
+            return self
+        if isinstance(self._buf, np.ndarray) and self._buf.flags.writeable:
+            from ._lazy import before_host_write
+
+            before_host_write()
+            self._buf[...] = new._data  # writes through to arrays sharing this memory
         else:
             self._data = None if new._data is None else np.array(new._data)
         self._value, self._trace = new._value, new._trace
@@ -286,6 +315,10 @@ class Tensor:
         ):
             data = self._data if self._data.flags.writeable else np.array(self._data)
             v = value.numpy() if isinstance(value, Tensor) else value
+            if data is self._buf:
+                from ._lazy import before_host_write
+
+                before_host_write()
             try:
                 data[index] = np.asarray(v).astype(self._dtype.np_dtype, copy=False)
             except (IndexError, ValueError, TypeError) as err:
