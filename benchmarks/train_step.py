@@ -3,10 +3,11 @@
     python benchmarks/train_step.py [--steps 30]
 
 flow runs it as an nn.Graph (forward + backward + SGD update compiled into one
-IREE module) and eagerly; the peers — PyTorch eager, torch.compile and
-jax.jit — run in the same process when installed (`pip install torch jax`;
-they are never dependencies of flow). Prints the median step time of each and
-its ratio to flow's nn.Graph.
+IREE module), eagerly, and eagerly under `flow.lazy()` (the same loop recorded
+and compiled per step, cached from the second step on); the peers — PyTorch
+eager, torch.compile and jax.jit — run in the same process when installed
+(`pip install torch jax`; they are never dependencies of flow). Prints the
+median step time of each and its ratio to flow's nn.Graph.
 """
 
 from __future__ import annotations
@@ -89,6 +90,20 @@ def bench_flow(steps: int) -> dict[str, float]:
         eager_opt.step()
 
     out["flow eager (numpy)"] = _time(eager_step, max(3, steps // 5))
+
+    lazy_model, lazy_opt = model_and_opt()
+
+    def lazy_step():  # the eager loop, recorded and compiled per step (flow.lazy)
+        with flow.lazy():
+            lazy_opt.zero_grad()
+            loss = loss_fn(lazy_model(xt), yt)
+            loss.backward()
+            lazy_opt.step()
+            loss.item()
+
+    flow.lazy_stats(reset=True)
+    out["flow lazy eager"] = _time(lazy_step, steps)
+    print(f"  (flow lazy eager: {flow.lazy_stats()})")
     return out
 
 
