@@ -15,10 +15,8 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from iree.compiler.api import Output, Session, Source
-from iree.compiler.api import ctypes_dl as _dl
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
 from . import cache
 from .table import DEFAULT_TARGET, Target, get_target
@@ -39,14 +37,21 @@ _DIAG_CALLBACK = ctypes.CFUNCTYPE(
 )
 
 
-def _bind_callback_diagnostics() -> Any:
+if TYPE_CHECKING:
+    from iree.compiler.api import Session
+
+# `iree.compiler.api` (the compiler library) is imported on the first compile, not with this
+# module: a program whose compiled module is in the cache never needs it.
+
+
+@lru_cache(maxsize=1)
+def _enable_callback_diagnostics() -> Any:
+    from iree.compiler.api import ctypes_dl as _dl
+
     fn = _dl._dylib.ireeCompilerInvocationEnableCallbackDiagnostics
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, _DIAG_CALLBACK, ctypes.c_void_p]
     return fn
-
-
-_enable_callback_diagnostics = _bind_callback_diagnostics()
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,10 @@ class CompileError(RuntimeError):
         diagnostics: Sequence[Diagnostic] = (),
         ir_path: str | None = None,
         repro: str | None = None,
+        stage: str = "compile",
     ) -> None:
         super().__init__(message)
+        self.stage = stage  # "flags", "parse", "compile" or "api": where IREE failed
         self.target = target
         self.flags = tuple(flags)
         self.diagnostics = tuple(diagnostics)
@@ -86,8 +93,10 @@ class CompileError(RuntimeError):
 def compile_flags(
     target: str | Target = DEFAULT_TARGET, extra_flags: Sequence[str] = ()
 ) -> list[str]:
-    """The full IREE flag list for a target; ``extra_flags`` come last, so they override."""
-    return [*get_target(target).device_flags, *extra_flags]
+    """The full IREE flag list for a target (its optional flags included); ``extra_flags``
+    come last, so they override."""
+    tgt = get_target(target)
+    return [*tgt.device_flags, *tgt.optional_flags, *extra_flags]
 
 
 def compile_mlir(
@@ -100,7 +109,9 @@ def compile_mlir(
     """Compile MLIR text for ``target`` and return the VM flatbuffer (``.vmfb`` bytes).
 
     Results are cached in-process and on disk (see :mod:`flow.targets.cache`) unless
-    ``use_cache`` is false. Raises :class:`CompileError` on any compiler failure and
+    ``use_cache`` is false. When the compiler rejects a program with the target's optional
+    flags, it is compiled again without them (and cached under the same key).
+    Raises :class:`CompileError` on any compiler failure and
     :class:`~flow.targets.table.UnknownTargetError` for an unknown target name.
     """
     tgt = get_target(target)
@@ -112,13 +123,23 @@ def compile_mlir(
         hit = cache.lookup(key)
         if hit is not None:
             return hit
-    vmfb = _compile_uncached(source, tgt, flags)
+    try:
+        vmfb = _compile_uncached(source, tgt, flags)
+    except CompileError as err:
+        plain = [f for f in flags if f not in tgt.optional_flags]
+        if err.stage != "compile" or len(plain) == len(flags):
+            raise
+        if err.ir_path:  # not a failure to report: the retry decides
+            os.unlink(err.ir_path)
+        vmfb = _compile_uncached(source, tgt, plain)
     if key is not None:
         cache.store(key, vmfb)
     return vmfb
 
 
 def _compile_uncached(source: str, target: Target, flags: list[str]) -> bytes:
+    from iree.compiler.api import Output, Session, Source
+
     diagnostics: list[Diagnostic] = []
 
     @_DIAG_CALLBACK
@@ -131,15 +152,19 @@ def _compile_uncached(source: str, target: Target, flags: list[str]) -> bytes:
         problem = _set_flags(session, flags)
         if problem is not None:
             diagnostic = Diagnostic("error", problem)
-            raise _error("invalid compiler flags", source, target, flags, [diagnostic])
+            raise _error(
+                "invalid compiler flags", source, target, flags, [diagnostic], stage="flags"
+            )
         invocation = session.invocation()
         # The callback must outlive every call that can emit a diagnostic: keep it referenced
         # until the invocation is closed below.
-        _enable_callback_diagnostics(invocation._inv_p, 0, on_diagnostic, None)
+        _enable_callback_diagnostics()(invocation._inv_p, 0, on_diagnostic, None)
         try:
             src = Source.wrap_buffer(session, source.encode("utf-8"), buffer_name=_BUFFER_NAME)
             if not invocation.parse_source(src):
-                raise _error("failed to parse the input IR", source, target, flags, diagnostics)
+                raise _error(
+                    "failed to parse the input IR", source, target, flags, diagnostics, "parse"
+                )
             if not invocation.execute():
                 raise _error("compilation failed", source, target, flags, diagnostics)
             output = Output.open_membuffer()
@@ -149,7 +174,8 @@ def _compile_uncached(source: str, target: Target, flags: list[str]) -> bytes:
             finally:
                 output.close()
         except ValueError as err:  # errors returned (not diagnosed) by the C API
-            raise _error(f"compiler API error: {err}", source, target, flags, diagnostics) from None
+            msg = f"compiler API error: {err}"
+            raise _error(msg, source, target, flags, diagnostics, "api") from None
         finally:
             invocation.close()
     finally:
@@ -215,7 +241,12 @@ def _save_ir(source: str, target: Target) -> str | None:
 
 
 def _error(
-    summary: str, source: str, target: Target, flags: list[str], diagnostics: list[Diagnostic]
+    summary: str,
+    source: str,
+    target: Target,
+    flags: list[str],
+    diagnostics: list[Diagnostic],
+    stage: str = "compile",
 ) -> CompileError:
     ir_path = _save_ir(source, target)
     repro = shlex.join(["iree-compile", ir_path or _BUFFER_NAME, *flags, "-o", "out.vmfb"])
@@ -235,4 +266,5 @@ def _error(
         diagnostics=diagnostics,
         ir_path=ir_path,
         repro=repro,
+        stage=stage,
     )

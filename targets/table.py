@@ -19,6 +19,9 @@ class Target:
     device_flags: tuple[str, ...]
     driver: str
     description: str
+    # Flags that make code faster but that IREE rejects on some programs: a compile that
+    # fails with them is retried without them (flow.targets.compiler.compile_mlir).
+    optional_flags: tuple[str, ...] = ()
 
 
 # Flags for IREE 3.13. Why these:
@@ -28,7 +31,20 @@ class Target:
 #   default path of `--iree-opt-data-tiling` fuses the unpack of a matmul result into its
 #   elementwise consumers and then fails to vectorize some training steps ("large vector
 #   sizes"), while this path compiles them and runs the MLP step as fast or faster.
-#   (`--iree-llvmcpu-enable-inner-tiled` is faster still but fails on matmul + bias-add fusion.)
+#   `--iree-llvmcpu-enable-inner-tiled` (matmuls as iree_codegen.inner_tiled instead of mmt4d)
+#   is optional: measured side by side (2 cores, medians) it takes matmul 1024^3 from 129 to
+#   166 GFLOP/s and 2048^3 from 157 to 185, and the MLP step compiles with it (matmul and
+#   bias-add fused) on this data-tiling path; only with `--iree-opt-data-tiling` does it fail
+#   there. It does fail on batched matmuls ("failed to legalize ... materialization failed"),
+#   which then compile again without it. Measured and not taken: `--iree-opt-data-tiling` +
+#   inner-tiled (209/189 GFLOP/s on matmuls, but the MLP step fails to compile), the
+#   dispatch-creation data-tiling path (no gain), ukernels=all, the LLVM inner_tiled ukernels
+#   and `--iree-opt-level=O3` (within noise; O3 fails the MLP step: "operand #0 does not
+#   dominate this use"), `target-cpu=sapphirerapids` (~5% slower than host). `host` resolves to
+#   a CPU with AMX that this VM lacks, and IREE refuses `host` with an explicit feature list
+#   ("-amx-tile"); no AMX instruction is emitted for f32 or bf16, so `host` stays.
+#   Runtime driver: local-task (worker threads) beats local-sync on the MLP step on 2 cores;
+#   the launcher picks local-sync when ranks fill the cores (runtime.py).
 # * cpu/cuda/rocm: IREE demotes f64 to f32 by default, which changes the function signature
 #   and breaks float64 tensors; keep f64 where the hardware has it.
 # * cuda: sm_80; sm_90/sm_90a/sm_100 fail to compile in 3.13 ("missing GPU target").
@@ -46,6 +62,7 @@ TARGETS: dict[str, Target] = {
                 "--iree-global-opt-data-tiling=true",
                 "--iree-input-demote-f64-to-f32=false",
             ),
+            optional_flags=("--iree-llvmcpu-enable-inner-tiled",),
             driver="local-task",
             description="host CPU through LLVM (multi-threaded local-task driver)",
         ),
