@@ -11,7 +11,17 @@ Results always come back as a tuple of ``numpy.ndarray``:
   returning the same value twice), the later ones are copied so results never alias.
 * Other drivers: each result is copied to a host-visible staging buffer and then into a fresh
   numpy array (``DeviceArray.to_host()`` fails on lavapipe: it imports host memory that does not
-  meet Vulkan's 4096-byte import alignment).
+  meet Vulkan's 4096-byte import alignment). These arrays are read-only: they are copies of a
+  device buffer that later calls use in their place (see below).
+
+Device residency: every result array remembers the device buffer it came from. Passing that very
+array back as an argument (a parameter updated by the previous training step) hands IREE the
+device buffer instead of uploading the array again, so values that go from one call to the next
+never cross to the host and back. On CPU drivers the array *is* the device memory, so writing
+into it is seen by the next call; elsewhere the array is read-only, and code that updates it
+makes a new array (which is uploaded). A result that shares memory with an argument passed this
+way (a function returning its input) is copied, so results never alias the caller's arrays.
+:func:`transfer_stats` counts the bytes uploaded, passed as device buffers and read back.
 
 ``FLOW_CPU_DRIVER`` (``local-task`` or ``local-sync``) overrides the cpu target's default driver:
 the launcher sets ``local-sync`` when there are at least as many ranks as cores, where each
@@ -21,10 +31,13 @@ module of :mod:`flow.targets.collectives` into programs that import it (MPI coll
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import threading
+import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 import iree.runtime as rt
@@ -39,11 +52,14 @@ __all__ = [
     "LoadError",
     "Module",
     "RuntimeUnavailableError",
+    "TransferStats",
     "UnknownFunctionError",
     "available",
     "device_config",
     "load",
+    "reset_transfer_stats",
     "resolve_driver",
+    "transfer_stats",
 ]
 
 CPU_DRIVERS = ("local-task", "local-sync")
@@ -235,6 +251,60 @@ class Module:
         return f"<flow.targets.Module target={t} driver={self.driver} functions={names}>"
 
 
+@dataclass(frozen=True)
+class TransferStats:
+    """Host <-> device traffic of function calls since :func:`reset_transfer_stats`.
+
+    ``uploaded_bytes``: numpy arguments copied into new device buffers; ``resident_bytes``:
+    arguments passed as the device buffer they came from (no copy); ``read_back_bytes``:
+    results copied to the host through staging buffers (drivers whose memory is not mapped)."""
+
+    calls: int = 0
+    uploads: int = 0
+    uploaded_bytes: int = 0
+    resident_args: int = 0
+    resident_bytes: int = 0
+    read_backs: int = 0
+    read_back_bytes: int = 0
+
+
+_transfers = TransferStats()
+
+
+def transfer_stats() -> TransferStats:
+    """A snapshot of the transfer counters."""
+    return _transfers
+
+
+def reset_transfer_stats() -> None:
+    """Zero the transfer counters."""
+    global _transfers
+    _transfers = TransferStats()
+
+
+# id(result array) -> (weak reference to it, driver, the device buffer view it holds).
+# An entry lives as long as its array; the id is checked against the live object on lookup.
+_resident: dict[int, tuple[weakref.ref, str, rt.HalBufferView]] = {}
+
+
+def _remember(arr: np.ndarray, driver: str, view: rt.HalBufferView) -> None:
+    key = id(arr)
+    _resident[key] = (weakref.ref(arr, lambda _r, k=key: _forget(k, _r)), driver, view)
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    entry = _resident.get(key)
+    if entry is not None and entry[0] is ref:
+        del _resident[key]
+
+
+def _resident_view(arr: np.ndarray, driver: str) -> rt.HalBufferView | None:
+    entry = _resident.get(id(arr))
+    if entry is None or entry[0]() is not arr or entry[1] != driver:
+        return None
+    return entry[2]
+
+
 class Function:
     """One exported function; calling it returns a tuple of numpy arrays (always a tuple,
     also for a single result; empty for none)."""
@@ -243,16 +313,47 @@ class Function:
         self.module = module
         self.name = name
         self._invoker = invoker
+        self._driver = module.driver
         self._maps_results = module.driver in CPU_DRIVERS
 
     def call(self, *args: Any) -> tuple[np.ndarray, ...]:
-        """Run the function on numpy arrays (or scalars); see the module doc for result memory."""
-        packed = [np.asarray(a, order="C") if isinstance(a, np.ndarray) else a for a in args]
+        """Run the function on numpy arrays (or scalars); see the module doc for result memory
+        and for arguments that are earlier results (passed as device buffers)."""
+        global _transfers
+        packed: list[Any] = []
+        resident: list[np.ndarray] = []
+        uploaded = up_bytes = 0
+        for a in args:
+            if isinstance(a, np.ndarray):
+                view = _resident_view(a, self._driver)
+                if view is not None:
+                    packed.append(view)
+                    resident.append(a)
+                    continue
+                a = np.asarray(a, order="C")
+                uploaded += 1
+                up_bytes += a.nbytes
+            packed.append(a)
         raw = self._invoker(*packed)
         values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
         if self._maps_results:
-            return _unalias(tuple(_as_numpy(v) for v in values))
-        return _read_back(values, self.module.device)
+            out = _map_results(values, self._driver, resident)
+            read_back = 0
+        else:
+            out = _read_back(values, self.module.device, self._driver)
+            read_back = sum(a.nbytes for a in out)
+        t = _transfers
+        _transfers = replace(
+            t,
+            calls=t.calls + 1,
+            uploads=t.uploads + uploaded,
+            uploaded_bytes=t.uploaded_bytes + up_bytes,
+            resident_args=t.resident_args + len(resident),
+            resident_bytes=t.resident_bytes + sum(a.nbytes for a in resident),
+            read_backs=t.read_backs + (len(out) if read_back else 0),
+            read_back_bytes=t.read_back_bytes + read_back,
+        )
+        return out
 
     __call__ = call
 
@@ -260,21 +361,45 @@ class Function:
         return f"<flow.targets.Function {self.name} on {self.module.driver}>"
 
 
-def _as_numpy(value: Any) -> np.ndarray:
-    return np.asarray(value)
+def _span(arr: np.ndarray) -> tuple[int, int]:
+    start = arr.__array_interface__["data"][0]
+    return start, start + arr.nbytes
 
 
-def _unalias(arrays: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+def _map_results(
+    values: tuple[Any, ...], driver: str, resident: list[np.ndarray]
+) -> tuple[np.ndarray, ...]:
+    """CPU results as numpy arrays mapping their device buffers (remembered for later calls);
+    copies where a result shares memory with an earlier result or a resident argument."""
+    taken: list[tuple[int, int]] = []  # disjoint spans, sorted
+    for start, end in sorted(_span(a) for a in resident if a.nbytes):
+        if taken and start < taken[-1][1]:
+            taken[-1] = (taken[-1][0], max(end, taken[-1][1]))
+        else:
+            taken.append((start, end))
     out: list[np.ndarray] = []
-    for arr in arrays:
-        if any(np.may_share_memory(arr, prev) for prev in out):
-            arr = arr.copy()
+    for value in values:
+        arr = np.asarray(value)
+        if not isinstance(value, rt.DeviceArray) or arr.nbytes == 0:
+            out.append(arr)
+            continue
+        span = _span(arr)
+        i = bisect.bisect_left(taken, span)
+        if (i < len(taken) and taken[i][0] < span[1]) or (i > 0 and taken[i - 1][1] > span[0]):
+            out.append(arr.copy())
+            continue
+        taken.insert(i, span)
+        if arr.dtype == np.dtype(rt.HalElementType.map_to_dtype(value._buffer_view.element_type)):
+            _remember(arr, driver, value._buffer_view)
         out.append(arr)
     return tuple(out)
 
 
-def _read_back(values: tuple[Any, ...], device: rt.HalDevice) -> tuple[np.ndarray, ...]:
-    """Copy device results into numpy through host-visible staging buffers (one wait for all)."""
+def _read_back(
+    values: tuple[Any, ...], device: rt.HalDevice, driver: str
+) -> tuple[np.ndarray, ...]:
+    """Copy device results into numpy through host-visible staging buffers (one wait for all);
+    each array is read-only and remembers its device buffer (see the module doc)."""
     staged: list[tuple[rt.HalBuffer, list[int], np.dtype, np.dtype] | None] = []
     sem = device.create_semaphore(0)
     step = 0
@@ -313,5 +438,10 @@ def _read_back(values: tuple[Any, ...], device: rt.HalDevice) -> tuple[np.ndarra
             arr = np.empty(shape, raw_dtype)
         else:
             arr = np.array(host.map().asarray(shape, raw_dtype))
-        out.append(arr if dtype == raw_dtype else arr.astype(dtype))
+        if dtype == raw_dtype:
+            arr.flags.writeable = False
+            _remember(arr, driver, value._buffer_view)
+        else:
+            arr = arr.astype(dtype)
+        out.append(arr)
     return tuple(out)
