@@ -134,7 +134,6 @@ class Lowered:
         return out.getvalue() + "\n"
 
     def compile(self, target: str | None = None) -> Compiled:
-        from flow.lowering import run_pipeline, to_iree_text
         from flow.targets import DEFAULT_TARGET, compile_mlir, get_target
 
         tgt = get_target(target or DEFAULT_TARGET)
@@ -146,9 +145,57 @@ class Lowered:
             # SBP inference already ran at trace time (it fixed the result distributions).
             vmfb, groups = compile_for_rank(self.module, env.get_rank(), tgt.name, infer_sbp=False)
             return Compiled(self, tgt.name, vmfb, groups)
-        lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
-        vmfb = compile_mlir(to_iree_text(lowered), tgt.name)
+        from flow.targets import cache
+
+        key = _front_key(self.module, tgt)
+        vmfb = cache.lookup(key) if key is not None else None
+        if vmfb is None:
+            from flow.lowering import run_pipeline, to_iree_text
+
+            lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
+            vmfb = compile_mlir(to_iree_text(lowered), tgt.name)
+            if key is not None:
+                cache.store(key, vmfb)
         return Compiled(self, tgt.name, vmfb)
+
+
+def _front_key(module: ModuleOp, target) -> str | None:
+    """The compile-cache key of a traced program before lowering: its flow IR, the target and
+    its flags, the lowering and dialect sources and the `FLOW_*` knobs. A hit skips lowering
+    (and the imports it needs), which is most of a cached compile; None when caching is off."""
+    from flow.targets import cache, compile_flags
+
+    if cache.cache_dir() is None:
+        return None
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(module)
+    knobs = sorted(f"{k}={v}" for k, v in os.environ.items()
+                   if k.startswith("FLOW_") and k not in _KNOBS_NOT_IN_KEY)  # fmt: skip
+    extra = [f"flow-sources={_sources_digest()}", *knobs]
+    return cache.cache_key(out.getvalue(), target.name, [*compile_flags(target), *extra])
+
+
+# Environment knobs that cannot change a compiled program.
+_KNOBS_NOT_IN_KEY = {"FLOW_CACHE_DIR", "FLOW_NO_CACHE", "FLOW_DUMP_IR", "FLOW_CPU_DRIVER",
+                     "FLOW_COMM_PLAN"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _sources_digest() -> str:
+    """A digest of the code that turns flow IR into IREE input (dialect and lowering): each
+    source file's path, size and modification time (reading them all costs ~20 ms)."""
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for package in ("flow.dialect", "flow.lowering"):
+        spec = importlib.util.find_spec(package)
+        for folder in spec.submodule_search_locations or ():
+            for path in sorted(Path(folder).rglob("*.py")):
+                st = path.stat()
+                h.update(f"{path.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
 
 
 class Compiled:
