@@ -1,13 +1,17 @@
-"""Toolchain speed: flow-opt on a long elementwise chain, and jit first-call vs cached-call.
+"""Toolchain speed: flow-opt on a long elementwise chain, compile time cold and cached, and
+the per-call overhead of a tiny compiled function.
 
     python benchmarks/toolchain.py [--ops 5000]
 
 Measures, in one run:
   * `flow-opt -p flow-to-iree-input` on an N-op elementwise chain (whole CLI process,
     and the in-process parse / pipeline / generic print split);
-  * a jitted MLP forward: first call in a fresh process with an empty compile cache,
-    first call in a fresh process with a warm on-disk cache, and the steady-state
-    call, beside numpy (and jax.jit / torch if installed) on the same MLP.
+  * a jitted MLP forward: first call in a fresh process with an empty compile cache
+    (cold compile), first call in a fresh process with a warm on-disk cache (cached
+    compile: trace, lowering, cache hit, module load and the call), and the
+    steady-state call, beside numpy (and jax.jit / torch if installed) on the same MLP;
+  * the per-call overhead of a tiny jitted function (4 floats, one add) on the
+    default driver and on local-sync, beside numpy, jax.jit and torch eager.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import tempfile
 import time
 
 import numpy as np
+from _bench import Goal, interleaved, optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -81,7 +86,8 @@ print(f"{t1 - t0} {t2 - t1}")
 """
 
 
-def bench_mlp(repeats: int = 200) -> None:
+def bench_mlp(repeats: int = 200) -> float:
+    """Print the MLP forward's compile and call times; return the cached-compile seconds."""
     import flow
 
     with tempfile.TemporaryDirectory() as cache:
@@ -127,10 +133,9 @@ def bench_mlp(repeats: int = 200) -> None:
         f"  numpy eager, same MLP             {np_call * 1e3:8.3f} ms   "
         f"(flow/numpy = {flow_call / np_call:.2f}x)"
     )
-    try:
-        import jax
-        import jax.numpy as jnp
-
+    jax = optional("jax")
+    if jax is not None:
+        jnp = jax.numpy
         jf = jax.jit(lambda x, w1, b1, w2, b2: jnp.maximum(x @ w1 + b1, 0) @ w2 + b2)
         t0 = time.perf_counter()
         jf(*p).block_until_ready()
@@ -141,16 +146,62 @@ def bench_mlp(repeats: int = 200) -> None:
             f"  jax.jit cached call               {jcall * 1e3:8.3f} ms   "
             f"(flow/jax = {flow_call / jcall:.2f}x)"
         )
-    except ImportError:
-        print("  (jax not installed: pip install jax to compare)")
+    return runs[1][1]
+
+
+def bench_call_overhead() -> dict[str, float]:
+    """Seconds per call of a tiny function (4 floats, x + 1), flow and peers."""
+    import flow
+    from flow.targets import load
+
+    x = np.arange(4, dtype=np.float32)
+    f = flow.jit(lambda v: v + 1.0)
+    xt = flow.tensor(x)
+    f(xt)
+    (compiled,) = f._cache.values()
+    module = load(compiled.vmfb, "cpu", driver="local-sync")
+    sync = module[module.names[0]]
+    default = compiled._fn
+    fns = {
+        f"flow.jit ({default.module.driver})": lambda: f(xt),
+        f"  IREE call alone ({default.module.driver})": lambda: default(x),
+        "  IREE call alone (local-sync)": lambda: sync(x),
+        "numpy": lambda: x + 1.0,
+    }
+    torch = optional("torch")
+    if torch is not None:
+        tx = torch.from_numpy(x)
+        fns["torch eager"] = lambda: tx + 1.0
+    jax = optional("jax")
+    if jax is not None:
+        jf = jax.jit(lambda v: v + 1.0)
+        jx = jax.numpy.asarray(x)
+        fns["jax.jit"] = lambda: jf(jx).block_until_ready()
+    secs = interleaved(fns, rounds=7, number=500)
+    print("per-call overhead, tiny function (4 f32, x + 1):")
+    for name, t in secs.items():
+        print(f"  {name:36} {t * 1e6:8.1f} us")
+    return secs
+
+
+def run(ops: int = 5000) -> list[Goal]:
+    bench_flow_opt(ops)
+    cached = bench_mlp()
+    secs = bench_call_overhead()
+    goals = [
+        Goal("toolchain", "50 ms / cached compile (first call, warm cache)", 0.05 / cached, 1.0)
+    ]
+    if "jax.jit" in secs:
+        flow_call = next(t for name, t in secs.items() if name.startswith("flow.jit"))
+        goals.append(Goal("toolchain", "jax.jit / flow.jit tiny-call time (info)",
+                          secs["jax.jit"] / flow_call, 0.0))  # fmt: skip
+    return goals
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=5000)
-    args = parser.parse_args()
-    bench_flow_opt(args.ops)
-    bench_mlp()
+    run(parser.parse_args().ops)
 
 
 if __name__ == "__main__":

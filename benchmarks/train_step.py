@@ -17,6 +17,7 @@ import statistics
 import time
 
 import numpy as np
+from _bench import Goal, optional, table
 
 BATCH, SIZES, LR = 256, (784, 1024, 1024, 10), 0.01
 
@@ -108,10 +109,8 @@ def bench_flow(steps: int) -> dict[str, float]:
 
 
 def bench_torch(steps: int) -> dict[str, float]:
-    try:
-        import torch
-    except ImportError:
-        print("  (torch not installed: pip install torch to compare)")
+    torch = optional("torch")
+    if torch is None:
         return {}
     x, y, weights = _data()
     torch.manual_seed(0)
@@ -141,12 +140,10 @@ def bench_torch(steps: int) -> dict[str, float]:
 
 
 def bench_jax(steps: int) -> dict[str, float]:
-    try:
-        import jax
-        import jax.numpy as jnp
-    except ImportError:
-        print("  (jax not installed: pip install jax to compare)")
+    jax = optional("jax")
+    if jax is None:
         return {}
+    jnp = jax.numpy
     x, y, weights = _data()
     params = [jnp.asarray(w) for w in weights]
 
@@ -174,19 +171,30 @@ def bench_jax(steps: int) -> dict[str, float]:
     return {"jax.jit": _time(run, steps)}
 
 
+BENCHES = [bench_flow, bench_torch, bench_jax]  # each returns {row name: seconds per step}
+
+
+def run(steps: int = 30) -> list[Goal]:
+    results: dict[str, float] = {}
+    for bench in BENCHES:
+        results.update(bench(steps))
+    ms = {name: t * 1e3 for name, t in results.items()}
+    table("MLP training step, batch 256, 784-1024-1024-10, f32, SGD, cpu", ms, "ms/step",
+          "flow nn.Graph", higher_is_better=False)  # fmt: skip
+    goals = []
+    if "jax.jit" in results:
+        goals.append(Goal("mlp step", "jax.jit / flow nn.Graph time",
+                          results["jax.jit"] / results["flow nn.Graph"], 1.0))  # fmt: skip
+    if "torch eager" in results:
+        goals.append(Goal("mlp step", "torch eager / flow nn.Graph time (info)",
+                          results["torch eager"] / results["flow nn.Graph"], 0.0))  # fmt: skip
+    return goals
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
-    args = parser.parse_args()
-    results: dict[str, float] = {}
-    print("MLP training step, batch 256, 784-1024-1024-10, f32, cpu")
-    results.update(bench_flow(args.steps))
-    results.update(bench_torch(args.steps))
-    results.update(bench_jax(args.steps))
-    base = results["flow nn.Graph"]
-    print(f"{'':22} {'ms/step':>10} {'time / flow nn.Graph':>22}")
-    for name, t in results.items():
-        print(f"{name:22} {t * 1e3:10.2f} {t / base:22.2f}")
+    run(parser.parse_args().steps)
 
 
 if __name__ == "__main__":

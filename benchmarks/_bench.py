@@ -1,0 +1,86 @@
+"""Shared helpers of the benchmark scripts: timing, optional peers, tables and goals.
+
+Every script measures flow and its peers in one process (the machine's load changes
+between runs, so only ratios measured side by side mean something), prints its own
+table, and returns its goal rows (`Goal`) for `benchmarks/run_all.py`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+def median_time(fn: Callable[[], object], *, repeat: int = 15, warmup: int = 2) -> float:
+    """Median wall time of one `fn()` call, in seconds, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def interleaved(fns: dict[str, Callable[[], object]], *, rounds: int = 7, number: int = 1,
+                warmup: int = 1) -> dict[str, float]:  # fmt: skip
+    """Median seconds per call of each function, timed in alternating rounds so that a burst
+    of load on the machine hits every candidate alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / number)
+    return {name: statistics.median(ts) for name, ts in samples.items()}
+
+
+def optional(module: str, why: str = "to compare"):
+    """Import a peer framework, or print why its rows are skipped and return None."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        print(f"  ({module} skipped: {err}; pip install -e '.[bench]' {why})")
+        return None
+
+
+@dataclass(frozen=True)
+class Goal:
+    """One goal of the benchmark suite: `ratio` (higher is better) against `target`."""
+
+    case: str
+    what: str
+    ratio: float
+    target: float
+
+    @property
+    def met(self) -> bool:
+        return self.ratio >= self.target
+
+
+def table(title: str, rows: dict[str, float], unit: str, base: str, *,
+          higher_is_better: bool) -> None:  # fmt: skip
+    """Print `rows` (name -> value in `unit`) with each value's ratio to the `base` row,
+    written so that a ratio above 1 means better than `base`."""
+    print(title)
+    ref = rows[base]
+    label = f"vs {base}"
+    print(f"  {'':28} {unit:>12} {label:>26}")
+    for name, value in rows.items():
+        ratio = value / ref if higher_is_better else ref / value
+        print(f"  {name:28} {value:12.2f} {ratio:25.2f}x")
+
+
+def goals_table(goals: list[Goal]) -> None:
+    """The summary: one line per goal, ratio against target."""
+    print(f"{'case':14} {'goal':52} {'ratio':>7} {'target':>7}  met")
+    for g in goals:
+        print(f"{g.case:14} {g.what:52} {g.ratio:7.2f} {g.target:7.2f}  {'yes' if g.met else 'NO'}")

@@ -1,0 +1,172 @@
+"""One LeNet training step on 1x8x8 digit-sized images (batch 32, SGD momentum 0.9), side by side.
+
+    python benchmarks/lenet_step.py [--steps 50]
+
+The model of examples/train_digits.py: conv(1→8) → relu → pool → conv(8→16) → relu
+→ pool → fc(64→64) → relu → fc(64→10), cross-entropy. flow runs it as an nn.Graph
+and eagerly; PyTorch eager, torch.compile and jax.jit run in the same process
+when installed. A step this small measures per-step overhead more than arithmetic.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from _bench import Goal, median_time, optional, table
+
+BATCH, LR, MOMENTUM = 32, 0.05, 0.9
+# (name, shape) of every parameter, in PyTorch's layout.
+SHAPES = [("c1.w", (8, 1, 3, 3)), ("c1.b", (8,)), ("c2.w", (16, 8, 3, 3)), ("c2.b", (16,)),
+          ("f1.w", (64, 64)), ("f1.b", (64,)), ("f2.w", (10, 64)), ("f2.b", (10,))]  # fmt: skip
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, (BATCH, 1, 8, 8)).astype(np.float32)
+    y = rng.integers(0, 10, BATCH).astype(np.int64)
+    params = [(rng.standard_normal(s) * 0.2).astype(np.float32) for _, s in SHAPES]
+    return x, y, params
+
+
+def bench_flow(steps: int) -> dict[str, float]:
+    import flow
+    import flow.nn as nn
+
+    x, y, params = _data()
+
+    def model_and_opt():
+        model = nn.Sequential(
+            nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10),
+        )  # fmt: skip
+        for p, value in zip(model.parameters(), params):
+            p.copy_(flow.tensor(value))
+        return model, flow.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+
+    loss_fn = nn.CrossEntropyLoss()
+    model, opt = model_and_opt()
+
+    class Step(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, xb, yb):
+            loss = loss_fn(self.model(xb), yb)
+            loss.backward()
+            return loss
+
+    graph = Step()
+    xt, yt = flow.tensor(x), flow.tensor(y)
+    out = {"flow nn.Graph": median_time(lambda: graph(xt, yt), repeat=steps, warmup=3)}
+    eager_model, eager_opt = model_and_opt()
+
+    def eager_step():
+        eager_opt.zero_grad()
+        loss_fn(eager_model(xt), yt).backward()
+        eager_opt.step()
+
+    out["flow eager (numpy)"] = median_time(eager_step, repeat=max(5, steps // 5))
+    return out
+
+
+def bench_torch(steps: int) -> dict[str, float]:
+    torch = optional("torch")
+    if torch is None:
+        return {}
+    x, y, params = _data()
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10),
+    )  # fmt: skip
+    with torch.no_grad():
+        for p, value in zip(model.parameters(), params):
+            p.copy_(torch.from_numpy(value))
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(xt), yt).backward()
+        opt.step()
+
+    out = {"torch eager": median_time(step, repeat=steps)}
+    try:
+        compiled = torch.compile(step)
+        out["torch.compile"] = median_time(compiled, repeat=steps, warmup=3)
+    except Exception as err:  # noqa: BLE001 - a peer that cannot compile here is reported
+        print(f"  (torch.compile unavailable: {type(err).__name__}: {str(err)[:80]})")
+    return out
+
+
+def bench_jax(steps: int) -> dict[str, float]:
+    jax = optional("jax")
+    if jax is None:
+        return {}
+    jnp, lax = jax.numpy, jax.lax
+    x, y, params = _data()
+
+    def conv(h, w, b):
+        dims = ("NCHW", "OIHW", "NCHW")
+        out = lax.conv_general_dilated(h, w, (1, 1), ((1, 1), (1, 1)), dimension_numbers=dims)
+        return out + b[None, :, None, None]
+
+    def pool(h):
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+    def loss_fn(p, xb, yb):
+        h = pool(jax.nn.relu(conv(xb, p[0], p[1])))
+        h = pool(jax.nn.relu(conv(h, p[2], p[3])))
+        h = h.reshape(h.shape[0], -1)
+        h = jax.nn.relu(h @ p[4].T + p[5])
+        logp = jax.nn.log_softmax(h @ p[6].T + p[7])
+        return -jnp.mean(jnp.take_along_axis(logp, yb[:, None], 1))
+
+    @jax.jit
+    def step(p, v, xb, yb):
+        g = jax.grad(loss_fn)(p, xb, yb)
+        v = [MOMENTUM * vi + gi for vi, gi in zip(v, g)]
+        return [pi - LR * vi for pi, vi in zip(p, v)], v
+
+    state = {"p": [jnp.asarray(a) for a in params]}
+    state["v"] = [jnp.zeros_like(a) for a in state["p"]]
+    xb, yb = jnp.asarray(x), jnp.asarray(y)
+
+    def run():
+        state["p"], state["v"] = step(state["p"], state["v"], xb, yb)
+        jax.block_until_ready(state["p"])
+
+    return {"jax.jit": median_time(run, repeat=steps, warmup=3)}
+
+
+BENCHES = [bench_flow, bench_torch, bench_jax]  # each returns {row name: seconds per step}
+
+
+def run(steps: int = 50) -> list[Goal]:
+    results: dict[str, float] = {}
+    for bench in BENCHES:
+        results.update(bench(steps))
+    ms = {name: t * 1e3 for name, t in results.items()}
+    table(f"LeNet training step, batch {BATCH}, 1x8x8 images, SGD momentum, cpu", ms,
+          "ms/step", "flow nn.Graph", higher_is_better=False)  # fmt: skip
+    goals = []
+    for peer in ("jax.jit", "torch eager"):
+        if peer in results:
+            goals.append(Goal("lenet step", f"{peer} / flow nn.Graph time (info)",
+                              results[peer] / results["flow nn.Graph"], 0.0))  # fmt: skip
+    return goals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=50)
+    run(parser.parse_args().steps)
+
+
+if __name__ == "__main__":
+    main()
