@@ -24,27 +24,29 @@ forward pass: the pending step is flushed there, so a loop that never reads anyt
 still compiles one training step per program. `FLOW_LAZY_MAX_OPS` (default 10000)
 flushes when that many ops are pending.
 
-**Programs and their cache.** The needed nodes are replayed into a flow `Trace`, then
-`Lowered.compile` lowers and compiles them with IREE (with the on-disk cache of
-`flow.targets`). Every concrete array a node reads (parameters, data batches, random
-keys, values computed by an earlier flush) is an *input* of the program, never a
-constant, so the program is keyed by structure only: the op sequence with its static
-parameters and operand wiring, the inputs' shapes and dtypes, and the outputs. Floating
-`full` values (Python scalars such as a learning rate) start as constants; when the
-same program is seen with a different value at a position, it is recompiled once with
-that value as an input, and never again for it (a scheduler's first change costs one
-recompile). Programs below `min_ops` (default 16) run on numpy the first time their
-signature is seen, so one-off work (parameter initialization) does not compile; they
-compile when seen again. Outputs are read-only arrays, like other compiled results.
+**Programs and their cache** (frontend/_lazy_flush.py). The needed nodes are replayed
+into a flow `Trace`, and `Lowered.compile` lowers and compiles them with IREE (and the
+on-disk cache of `flow.targets`), as `flow.jit` does. Every concrete array a node reads
+(parameters, data batches, random keys, values computed by an earlier flush) is an
+*input* of the program, never a constant, so programs are keyed by structure only: the
+op sequence with its static parameters and operand wiring, the inputs' shapes and
+dtypes, and the outputs. Floating `full` values (Python scalars such as a learning
+rate) start as constants; when a program is seen again with a different value at a
+position, it is recompiled once with that value as an input, and never again for it
+(a scheduler's first change costs one recompile; an lr kept as a 0-d tensor none:
+filling a small tensor in place keeps it a concrete input). A program below `min_ops`
+(default 16) ops runs on numpy the first time it is seen, so one-off work does not
+compile; it compiles when seen again.
 
 **Semantics kept and not.** Random ops draw their keys when recorded, so numbers equal
-eager ones. In-place ops on tensors replace the tensor's value instead of writing into
-its numpy buffer: views and arrays shared with numpy (`from_numpy`, `numpy()`) do not
-see updates made lazily; do not modify an array handed to flow while work reading it
-is pending. Global tensors, the `constant` primitive (a leaf instead) and ops of
-other traces run as without lazy mode; a program whose lowering or compilation fails
-runs on numpy (counted in `lazy_stats().fallbacks`). Lazy mode's flag is per thread;
-its pending graph is per process and not thread safe.
+eager ones. In-place ops replace the tensor's value instead of writing into its numpy
+buffer: views and arrays shared with numpy (`from_numpy`, `numpy()`) do not see updates
+made lazily, and numpy writes into an array that pending work reads must wait for a
+flush (`x[i] = v` flushes first). `clone()` copies, `detach()` shares the value. Global
+tensors, the `constant` primitive (its array becomes a leaf) and ops inside `flow.jit`
+traces run as without lazy mode; a program whose lowering or compilation fails runs on
+numpy (`lazy_stats().fallbacks`). The flag is per thread; the pending graph is per
+process and not thread safe.
 """
 
 from __future__ import annotations
@@ -53,9 +55,7 @@ import contextlib
 import os
 import sys
 import threading
-import warnings
 import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,7 +71,6 @@ _ENV_ON = os.environ.get("FLOW_LAZY", "").strip().lower() not in _OFF
 _MAX_OPS = int(os.environ.get("FLOW_LAZY_MAX_OPS", "10000"))
 _MIN_OPS = 16
 _CREATION = ("full", "iota")
-_CACHE_ENTRIES = 256
 _NO = object()  # "no float value" marker of non-`full` nodes
 
 _local = threading.local()
@@ -150,7 +149,9 @@ class lazy(contextlib.ContextDecorator):  # noqa: N801  (used like flow.no_grad)
 def lazy_sync() -> None:
     """Compute every pending value that user code can still read (a `mark_step`)."""
     if _pending_work():
-        _flush([], [])
+        from ._lazy_flush import flush
+
+        flush([], [])
 
 
 # --------------------------------------------------------------------------- nodes
@@ -173,7 +174,9 @@ class LazyValue:
             if not self.args and self.prim.name in _CREATION:
                 self._set(_eval(self, ()))  # a constant: numpy, no program
             else:
-                _flush([self], [tensor] if tensor is not None else [])
+                from ._lazy_flush import flush
+
+                flush([self], [tensor] if tensor is not None else [])
         return self.value
 
     def _set(self, value: np.ndarray) -> None:
@@ -232,19 +235,31 @@ def track(t) -> None:
         _tracked[key] = weakref.ref(t, lambda _, key=key: _tracked.pop(key, None))
 
 
-def _new_tensor(node: LazyValue):
-    from ._tensor import Size, Tensor
+_classes: list = []  # [Tensor, Size], imported on first use (_tensor imports this module)
 
-    t = object.__new__(Tensor)
+
+def _new_tensor(node: LazyValue):
+    if not _classes:
+        from ._tensor import Size, Tensor
+
+        _classes[:] = [Tensor, Size]
+    tensor_cls, size_cls = _classes
+    t = object.__new__(tensor_cls)
     t._buf, t._value, t._trace = node, None, None
     t._requires_grad, t._node, t.grad = False, None, None
-    t._shape, t._dtype = Size(node.shape), node.dtype
+    t._shape, t._dtype = size_cls(node.shape), node.dtype
     track(t)
     return t
 
 
 def _pending_work() -> bool:
     return _ops_pending > 0
+
+
+def _flushed() -> None:
+    """Nothing that user code can read is pending any more."""
+    global _ops_pending
+    _ops_pending = 0
 
 
 def _step_boundary(args) -> bool:
@@ -355,140 +370,7 @@ def alias(t, copy: bool):
 
 def before_host_write() -> None:
     """Called before numpy writes into a tensor's buffer: pending reads of it go first."""
-    if _pending_work():
-        _flush([], [])
-
-
-# --------------------------------------------------------------------------- flushing
-
-
-def _external_refs(items: list) -> list[int]:
-    return [sys.getrefcount(t) for t in items]
-
-
-_REF_BASE = _external_refs([object()])[0]  # the references the scan itself holds
-
-
-def _alive() -> list:
-    return [t for t in (r() for r in list(_tracked.values())) if t is not None]
-
-
-def _live(tensors: list) -> list:
-    """The tensors referenced from outside autograd's graph (nodes hold their inputs and
-    outputs in cycles, which keep dead tensors alive until the cyclic collector runs)."""
-    internal = _graph_refs(tensors)
-    counts = _external_refs(tensors)
-    return [t for t, c in zip(tensors, counts) if c - _REF_BASE > internal.get(id(t), 0)]
-
-
-def _graph_refs(tensors: list) -> dict[int, int]:
-    """Per tensor id, the references autograd nodes of `tensors` hold (as output, inputs)."""
-    internal: dict[int, int] = {}
-    for t in tensors:
-        n = t._node
-        if n is not None:
-            if n.out is t:
-                internal[id(t)] = internal.get(id(t), 0) + 1
-            for i in n.inputs:
-                internal[id(i)] = internal.get(id(i), 0) + 1
-    return internal
-
-
-def _pending(t) -> LazyValue | None:
-    b = getattr(t, "_buf", None)
-    if b.__class__ is LazyValue and b.value is None and b.args:
-        return b
-    return None  # concrete, traced, computed, or a constant (recomputed for free)
-
-
-def _roots(requested: list, req_tensors: list) -> list[LazyValue]:
-    """The nodes a flush outputs: requested, referenced from outside autograd, or saved
-    by autograd nodes not freed yet (a later backward() reads them)."""
-    roots, seen = list(requested), {id(n) for n in requested}
-    graphs = list(req_tensors)
-    tensors = _alive()
-    for t in _live(tensors) if tensors else ():
-        b = _pending(t)
-        if b is not None and id(b) not in seen:
-            seen.add(id(b))
-            roots.append(b)
-        graphs.append(t)
-    visited: set[int] = set()
-    stack = [t._node for t in graphs if t._node is not None and not t._node.freed]
-    while stack:
-        n = stack.pop()
-        if id(n) in visited:
-            continue
-        visited.add(id(n))
-        for x in (n.out, *n.inputs):
-            b = _pending(x)
-            if b is not None and id(b) not in seen:
-                seen.add(id(b))
-                roots.append(b)
-            m = getattr(x, "_node", None)
-            if m is not None and not m.freed and id(m) not in visited:
-                stack.append(m)
-    return roots
-
-
-def _flush(requested: list, req_tensors: list) -> None:
-    global _ops_pending
-    roots = sorted(_roots(requested, req_tensors), key=lambda n: n.seq)  # a stable order
-    if not roots:
-        _ops_pending = 0
-        return
-    order, stack, seen = [], list(roots), set()
-    while stack:
-        n = stack.pop()
-        if id(n) in seen or n.value is not None:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        stack.extend(a for a in n.args if a.__class__ is LazyValue and a.value is None)
-    order.sort(key=lambda n: n.seq)
-    index = {id(n): i for i, n in enumerate(order)}
-    leaves, leaf_index, ops, fvals = [], {}, [], []
-    for n in order:
-        refs = []
-        for a in n.args:
-            if a.__class__ is LazyValue:
-                if a.value is None:
-                    refs.append(index[id(a)])
-                    continue
-                a = a.value
-            j = leaf_index.get(id(a))
-            if j is None:
-                j = leaf_index[id(a)] = len(leaves)
-                leaves.append(a)
-            refs.append(~j)
-        ops.append((n.key, tuple(refs)))
-        if n.fvalue is not _NO:
-            fvals.append(n.fvalue)
-    key = (tuple(ops), tuple((a.shape, a.dtype) for a in leaves),
-           tuple(index[id(r)] for r in roots))  # fmt: skip
-    values = _programs.run(key, order, leaves, roots, fvals)
-    for n, v in zip(roots, values):
-        n._set(v)
-    _ops_pending = 0
-    _count(flushes=1)
-    _prune()
-
-
-def _prune() -> None:
-    """Give computed tensors their arrays; forget those whose autograd node holds no pending
-    input (nothing left to count for them)."""
-    for key, r in list(_tracked.items()):
-        t = r()
-        if t is None:
-            continue
-        b = t._buf
-        if b.__class__ is LazyValue:
-            if b.value is None:
-                continue
-            t._buf = b.value
-        n = t._node
-        if n is None or all(_pending(i) is None for i in n.inputs):
-            del _tracked[key]
+    lazy_sync()
 
 
 def _eval(n: LazyValue, args) -> np.ndarray:
@@ -497,129 +379,3 @@ def _eval(n: LazyValue, args) -> np.ndarray:
         out = np.asarray(n.prim.impl(*args, **n.params))
     expected = n.dtype.np_dtype
     return out if out.dtype == expected else out.astype(expected)
-
-
-def _interpret(order, leaves, roots) -> list[np.ndarray]:
-    """Run the nodes on numpy, in order (what eager mode would have done)."""
-    vals: dict[int, np.ndarray] = {}
-    for n in order:
-        args = []
-        for a in n.args:
-            if a.__class__ is LazyValue:
-                a = vals[id(a)] if a.value is None else a.value
-            args.append(a)
-        vals[id(n)] = _eval(n, args)
-    return [vals[id(r)] for r in roots]
-
-
-def _same(a, b) -> bool:
-    return a == b or (a != a and b != b)  # NaN equals NaN here
-
-
-@dataclass
-class _Entry:
-    fn: object = None  # the compiled function, or None: run on numpy
-    failed: bool = False  # compilation failed: always numpy
-    dynamic: tuple = ()  # per float `full`: whether its value is an input
-    fvals: tuple = ()  # the float `full` values it was compiled (or run) with
-
-
-class _Programs:
-    """Compiled pending graphs by signature (least recently used ones dropped)."""
-
-    def __init__(self):
-        self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
-
-    def run(self, key, order, leaves, roots, fvals) -> list[np.ndarray]:
-        entry = self.entries.get(key)
-        if entry is not None:
-            self.entries.move_to_end(key)
-        fvals = tuple(fvals)
-        if entry is not None and entry.fn is not None:
-            if all(d or _same(a, b) for d, a, b in zip(entry.dynamic, fvals, entry.fvals)):
-                _count(cache_hits=1)
-                return self._call(entry, leaves, order, fvals)
-        elif entry is not None and entry.failed:
-            _count(interpreted=1)
-            return _interpret(order, leaves, roots)
-        elif entry is None and len(order) < _min_ops():
-            self._store(key, _Entry(fvals=fvals))
-            _count(interpreted=1)
-            return _interpret(order, leaves, roots)
-        # compile; positions whose value changed since last time become inputs
-        dynamic = tuple(False for _ in fvals)
-        if entry is not None:
-            old = entry.dynamic or dynamic
-            dynamic = tuple(d or not _same(a, b) for d, a, b in zip(old, fvals, entry.fvals))
-        new = _Entry(dynamic=dynamic, fvals=fvals)
-        try:
-            new.fn = _compile(order, leaves, roots, dynamic)
-        except Exception as err:  # noqa: BLE001 - any lowering/compile failure runs on numpy
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            warnings.warn(f"flow.lazy: a pending graph could not be compiled; it runs on numpy "
-                          f"({type(err).__name__}: {first})", RuntimeWarning, stacklevel=4)  # fmt: skip
-            new.failed = True
-            self._store(key, new)
-            _count(compiles=1, fallbacks=1, interpreted=1)
-            return _interpret(order, leaves, roots)
-        self._store(key, new)
-        _count(compiles=1)
-        return self._call(new, leaves, order, fvals)
-
-    def _store(self, key, entry: _Entry) -> None:
-        self.entries[key] = entry
-        while len(self.entries) > _CACHE_ENTRIES:
-            self.entries.popitem(last=False)
-
-    @staticmethod
-    def _call(entry: _Entry, leaves, order, fvals) -> list[np.ndarray]:
-        inputs = list(leaves)
-        if any(entry.dynamic):
-            fulls = [n for n in order if n.fvalue is not _NO]
-            for n, v, d in zip(fulls, fvals, entry.dynamic):
-                if d:
-                    inputs.append(np.asarray(v, dtype=n.dtype.np_dtype))
-        return list(entry.fn(*inputs))
-
-
-_programs = _Programs()
-
-
-def _compile(order, leaves, roots, dynamic):
-    """Replay the nodes into a flow function and compile it like `flow.jit` does."""
-    from xdsl.dialects.builtin import TensorType
-
-    from flow.targets import DEFAULT_TARGET
-
-    from . import _primitives as P
-    from ._jit import Lowered
-    from ._trace import Trace
-
-    trace = Trace("lazy")
-    vals: dict[int, object] = {}
-    leaf_vals = {id(a): trace.argument(TensorType(_dtypes.as_dtype(a.dtype).ir_type, a.shape))
-                 for a in leaves}  # fmt: skip
-    k = 0
-    for n in order:
-        if n.fvalue is not _NO:
-            k += 1
-            if dynamic[k - 1]:
-                v = trace.argument(TensorType(n.dtype.ir_type, ()))
-                if n.shape:
-                    op = P.broadcast_in_dim.op.make(v, dims=(), shape=n.shape)
-                    v = trace.emit(op, n.loc).results[0]
-                vals[id(n)] = v
-                continue
-        operands = []
-        for a in n.args:
-            if a.__class__ is LazyValue and a.value is None:
-                operands.append(vals[id(a)])
-            else:
-                operands.append(leaf_vals[id(a.value if a.__class__ is LazyValue else a)])
-        op = trace.emit(n.prim.op.make(*operands, **n.prim.to_ir(n.params)), n.loc)
-        vals[id(n)] = op.results[0]
-    module = trace.finish([vals[id(r)] for r in roots])
-    module.verify()
-    lowered = Lowered(module=module, in_tree=None, out_tree=None, signature=(), captured=[],
-                      name="lazy")  # fmt: skip
-    return lowered.compile(DEFAULT_TARGET)._fn
