@@ -211,6 +211,8 @@ class Compiled:
         name = lowered.module.body.block.first_op.sym_name.data
         if groups is None:
             self._fn = load(vmfb, target)[name]
+            if _DriverTrial.applies(self._fn):
+                self._fn = _DriverTrial(self, vmfb, name)
         else:
             self._fn = _load_for_rank(vmfb, groups, target)[name]
 
@@ -252,6 +254,53 @@ class Compiled:
     def _out_shapes(self) -> list[tuple[int, ...]]:
         f = self.lowered.module.body.block.first_op
         return [tuple(t.get_shape()) for t in f.function_type.outputs.data]
+
+
+class _DriverTrial:
+    """Runs a cpu program's first calls on `local-task` and `local-sync` in turn, then keeps
+    the faster driver. Worker threads pay off on big kernels (the MLP step), while a program
+    of many small dispatches runs faster on the calling thread, without waking workers for
+    each one (the LeNet step: 2x). Results are host memory on both drivers, so parameters
+    stay resident across the switch. Skipped when `FLOW_CPU_DRIVER` names a driver."""
+
+    SAMPLES = 5  # timed calls per driver, after one untimed first call
+
+    @staticmethod
+    def applies(fn) -> bool:
+        return fn.module.driver == "local-task" and not os.environ.get("FLOW_CPU_DRIVER")
+
+    def __init__(self, compiled: Compiled, vmfb: bytes, name: str):
+        self._compiled, self._vmfb, self._name = compiled, vmfb, name
+        self._fns = {"local-task": compiled._fn}
+        self._times: dict[str, list[float]] = {"local-task": [], "local-sync": []}
+        self._calls = 0
+        self._best = None
+        self.module = compiled._fn.module  # the driver in use (the faster one once decided)
+
+    def __call__(self, *inputs):
+        import time
+
+        if self._best is not None:  # decided (for holders of this object)
+            return self._best(*inputs)
+        self._calls += 1
+        if self._calls == 1:
+            return self._fns["local-task"](*inputs)
+        if "local-sync" not in self._fns:
+            from flow.targets import load
+
+            self._fns["local-sync"] = load(self._vmfb, "cpu", driver="local-sync")[self._name]
+        driver = min(self._times, key=lambda d: len(self._times[d]))
+        t0 = time.perf_counter()
+        out = self._fns[driver](*inputs)
+        self._times[driver].append(time.perf_counter() - t0)
+        if all(len(ts) >= self.SAMPLES for ts in self._times.values()):
+            import statistics
+
+            best = min(self._times, key=lambda d: statistics.median(self._times[d]))
+            self._best = self._compiled._fn = self._fns[best]
+            self.module = self._best.module
+            self._fns = {}
+        return out
 
 
 def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:

@@ -282,14 +282,16 @@ def reset_transfer_stats() -> None:
     _transfers = TransferStats()
 
 
-# id(result array) -> (weak reference to it, driver, the device buffer view it holds).
+# id(result array) -> (weak reference to it, memory space, the device buffer view it holds).
 # An entry lives as long as its array; the id is checked against the live object on lookup.
+# The memory space is the driver, except that the CPU drivers share one (host memory: a
+# buffer of a local-task call is a valid argument of a local-sync call and back).
 _resident: dict[int, tuple[weakref.ref, str, rt.HalBufferView]] = {}
 
 
-def _remember(arr: np.ndarray, driver: str, view: rt.HalBufferView) -> None:
+def _remember(arr: np.ndarray, space: str, view: rt.HalBufferView) -> None:
     key = id(arr)
-    _resident[key] = (weakref.ref(arr, lambda _r, k=key: _forget(k, _r)), driver, view)
+    _resident[key] = (weakref.ref(arr, lambda _r, k=key: _forget(k, _r)), space, view)
 
 
 def _forget(key: int, ref: weakref.ref) -> None:
@@ -298,9 +300,9 @@ def _forget(key: int, ref: weakref.ref) -> None:
         del _resident[key]
 
 
-def _resident_view(arr: np.ndarray, driver: str) -> rt.HalBufferView | None:
+def _resident_view(arr: np.ndarray, space: str) -> rt.HalBufferView | None:
     entry = _resident.get(id(arr))
-    if entry is None or entry[0]() is not arr or entry[1] != driver:
+    if entry is None or entry[0]() is not arr or entry[1] != space:
         return None
     return entry[2]
 
@@ -313,7 +315,7 @@ class Function:
         self.module = module
         self.name = name
         self._invoker = invoker
-        self._driver = module.driver
+        self._space = "cpu" if module.driver in CPU_DRIVERS else module.driver  # memory space
         self._maps_results = module.driver in CPU_DRIVERS
 
     def call(self, *args: Any) -> tuple[np.ndarray, ...]:
@@ -325,7 +327,7 @@ class Function:
         uploaded = up_bytes = 0
         for a in args:
             if isinstance(a, np.ndarray):
-                view = _resident_view(a, self._driver)
+                view = _resident_view(a, self._space)
                 if view is not None:
                     packed.append(view)
                     resident.append(a)
@@ -337,10 +339,10 @@ class Function:
         raw = self._invoker(*packed)
         values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
         if self._maps_results:
-            out = _map_results(values, self._driver, resident)
+            out = _map_results(values, self._space, resident)
             read_back = 0
         else:
-            out = _read_back(values, self.module.device, self._driver)
+            out = _read_back(values, self.module.device, self._space)
             read_back = sum(a.nbytes for a in out)
         t = _transfers
         _transfers = replace(
@@ -367,7 +369,7 @@ def _span(arr: np.ndarray) -> tuple[int, int]:
 
 
 def _map_results(
-    values: tuple[Any, ...], driver: str, resident: list[np.ndarray]
+    values: tuple[Any, ...], space: str, resident: list[np.ndarray]
 ) -> tuple[np.ndarray, ...]:
     """CPU results as numpy arrays mapping their device buffers (remembered for later calls);
     copies where a result shares memory with an earlier result or a resident argument."""
@@ -390,13 +392,13 @@ def _map_results(
             continue
         taken.insert(i, span)
         if arr.dtype == np.dtype(rt.HalElementType.map_to_dtype(value._buffer_view.element_type)):
-            _remember(arr, driver, value._buffer_view)
+            _remember(arr, space, value._buffer_view)
         out.append(arr)
     return tuple(out)
 
 
 def _read_back(
-    values: tuple[Any, ...], device: rt.HalDevice, driver: str
+    values: tuple[Any, ...], device: rt.HalDevice, space: str
 ) -> tuple[np.ndarray, ...]:
     """Copy device results into numpy through host-visible staging buffers (one wait for all);
     each array is read-only and remembers its device buffer (see the module doc)."""
@@ -440,7 +442,7 @@ def _read_back(
             arr = np.array(host.map().asarray(shape, raw_dtype))
         if dtype == raw_dtype:
             arr.flags.writeable = False
-            _remember(arr, driver, value._buffer_view)
+            _remember(arr, space, value._buffer_view)
         else:
             arr = arr.astype(dtype)
         out.append(arr)

@@ -86,3 +86,22 @@ def test_cached_program_skips_lowering(monkeypatch, tmp_path):
     monkeypatch.setenv("FLOW_FUSION", "0")  # a knob of the lowering: part of the key
     with pytest.raises(AssertionError, match="lowering ran"):
         flow.jit(f)(a, b)
+
+
+def test_cpu_driver_trial_settles_on_one_driver(monkeypatch):
+    from flow.targets.runtime import CPU_DRIVERS, Function
+
+    monkeypatch.delenv("FLOW_CPU_DRIVER", raising=False)
+    f = flow.jit(lambda a: a * 2.0 + 1.0)
+    x = flow.tensor(X)
+    y = x
+    for _ in range(14):  # results of one driver feed the other during the trial
+        y = f(y) * 0.5
+    np.testing.assert_allclose(y.numpy(), X + 7.0, rtol=1e-5)  # y -> y + 0.5 per call
+    (compiled,) = f._cache.values()
+    assert isinstance(compiled._fn, Function) and compiled._fn.module.driver in CPU_DRIVERS
+    monkeypatch.setenv("FLOW_CPU_DRIVER", "local-sync")
+    g = flow.jit(lambda a: a + 1.0)
+    g(x)
+    (compiled,) = g._cache.values()
+    assert isinstance(compiled._fn, Function) and compiled._fn.module.driver == "local-sync"
