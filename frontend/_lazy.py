@@ -39,10 +39,12 @@ filling a small tensor in place keeps it a concrete input). A program below `min
 compile; it compiles when seen again.
 
 **Semantics kept and not.** Random ops draw their keys when recorded, so numbers equal
-eager ones. In-place ops replace the tensor's value instead of writing into its numpy
-buffer: views and arrays shared with numpy (`from_numpy`, `numpy()`) do not see updates
-made lazily, and numpy writes into an array that pending work reads must wait for a
-flush (`x[i] = v` flushes first). `clone()` copies, `detach()` shares the value. Global
+eager ones. An in-place op makes the tensor's value pending; when it is computed, the
+result is written into the tensor's old array if anything else still references that
+array (`from_numpy`'s caller, a kept `numpy()`, a view), as eagerly, and replaces it
+otherwise (no copy). Views made by flow ops are copies under lazy mode; numpy writes
+into an array that pending work reads must wait for a flush (`x[i] = v` flushes
+first); `clone()` copies, `detach()` shares the value. Global
 tensors, the `constant` primitive (its array becomes a leaf) and ops inside `flow.jit`
 traces run as without lazy mode; a program whose lowering or compilation fails runs on
 numpy (`lazy_stats().fallbacks`). The flag is per thread; the pending graph is per
@@ -198,6 +200,7 @@ class LazyValue:
 _seq = 0
 _ops_pending = 0  # ops recorded since the last flush
 _tracked: dict[int, weakref.ref] = {}  # tensors holding nodes (and still alive)
+_homes: dict[int, np.ndarray] = {}  # tensor id -> its array before a pending in-place update
 _infer_cache: dict = {}
 _frontend_file: dict[str, bool] = {}
 
@@ -232,7 +235,12 @@ def track(t) -> None:
     key = id(t)
     ref = _tracked.get(key)
     if ref is None or ref() is not t:
-        _tracked[key] = weakref.ref(t, lambda _, key=key: _tracked.pop(key, None))
+        _tracked[key] = weakref.ref(t, lambda _, key=key: _forget(key))
+
+
+def _forget(key: int) -> None:
+    _tracked.pop(key, None)
+    _homes.pop(key, None)
 
 
 _classes: list = []  # [Tensor, Size], imported on first use (_tensor imports this module)
@@ -354,6 +362,8 @@ def rebind(t, new) -> None:
         t._buf = np.array(node.value)
         return
     node.rebound = True
+    if isinstance(t._buf, np.ndarray) and id(t) not in _homes:
+        _homes[id(t)] = t._buf  # written back into when computed, if others share it
     t._buf = node
     track(t)
 

@@ -66,7 +66,8 @@ def _compare(name, got, want, rtol=1e-5, atol=1e-5):
 
 def test_ops_equal_eager_compiled(rng):
     ops = _ops(rng)
-    eager = {k: fn(*(flow.tensor(a) for a in args)) for k, (fn, args) in ops.items()}
+    with flow.lazy(enabled=False):  # also under FLOW_LAZY=1
+        eager = {k: fn(*(flow.tensor(a) for a in args)) for k, (fn, args) in ops.items()}
     before = flow.lazy_stats()
     with flow.lazy(min_ops=0):
         lazy = {k: fn(*(flow.tensor(a) for a in args)) for k, (fn, args) in ops.items()}
@@ -83,7 +84,8 @@ def test_ops_equal_eager_compiled(rng):
 
 def test_random_ops_draw_the_eager_numbers():
     flow.manual_seed(7)
-    eager = (flow.rand(3, 4), flow.randn(5), F.dropout(flow.ones(4, 4), 0.5))
+    with flow.lazy(enabled=False):
+        eager = (flow.rand(3, 4), flow.randn(5), F.dropout(flow.ones(4, 4), 0.5))
     flow.manual_seed(7)
     with flow.lazy(min_ops=0):
         lazy = (flow.rand(3, 4), flow.randn(5), F.dropout(flow.ones(4, 4), 0.5))
@@ -120,7 +122,8 @@ def _train(model, opt, batches, sched=None, after_step=None):
 def test_training_loop_equals_eager_and_hits_the_cache():
     batches = _batches(6)
     model, opt = _mlp(0, momentum=0.9)
-    eager_losses = _train(model, opt, batches)
+    with flow.lazy(enabled=False):
+        eager_losses = _train(model, opt, batches)
     lazy_model, lazy_opt = _mlp(0, momentum=0.9)
     compiles = []
     with flow.lazy():
@@ -147,7 +150,8 @@ def test_plain_sgd_hits_the_cache_from_the_second_step():
 def test_a_scheduler_changing_the_learning_rate_does_not_recompile_each_step(tensor_lr):
     batches = _batches(6)
     model, opt = _mlp(2, momentum=0.0)
-    eager = _train(model, opt, batches, flow.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5))
+    with flow.lazy(enabled=False):
+        eager = _train(model, opt, batches, flow.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5))
     model, opt = _mlp(2, momentum=0.0, lr=flow.tensor(0.1) if tensor_lr else 0.1)
     sched = flow.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
     compiles = []
@@ -239,6 +243,24 @@ def test_in_place_updates_clone_and_detach():
         lr.fill_(0.25)  # a small tensor filled in place stays a concrete input
         assert isinstance(lr._buf, np.ndarray) and lr.item() == 0.25
     assert base.tolist() == [5, 2, 3]
+
+
+def test_arrays_shared_with_numpy_see_updates_when_computed():
+    arr = np.zeros(3, np.float32)
+    w = flow.from_numpy(arr)
+    with flow.lazy():
+        w.add_(1)
+        assert arr.tolist() == [0, 0, 0]  # pending: numpy reads do not flush
+        flow.lazy_sync()
+        assert arr.tolist() == [1, 1, 1] and w._buf is arr  # written back, as eagerly
+        kept = w.numpy()
+        w.mul_(3)
+    assert kept.tolist() == [3, 3, 3]
+    v = flow.ones(2)
+    first = id(v._buf)
+    with flow.lazy():
+        v.add_(1)  # nothing else references v's array: the result replaces it, no copy
+    assert v.tolist() == [2, 2] and id(v._buf) != first
 
 
 def test_unsupported_work_runs_as_without_lazy_mode():
