@@ -9,7 +9,7 @@ and returns a tensor holding that node. Autograd records over such tensors uncha
 **When values are computed (a flush).** Reading a pending tensor (`numpy()`, `item()`,
 `float()`, `bool()`, printing, `__array__`, indexing by a tensor, anything that reads
 `Tensor._data`), leaving the outermost `flow.lazy()` block, `flow.lazy_sync()`, a host
-write into a tensor's buffer (`x[i] = v`), and two bounds below. One flush computes, in
+write (`x[i] = v`) into an array that pending work reads, and two bounds below. One flush computes, in
 one program: the requested values; every pending tensor still referenced from outside
 autograd's graph (a variable, a parameter, optimizer state, a `.grad`; counted with
 `sys.getrefcount` less the references autograd nodes hold, since nodes and their outputs
@@ -42,9 +42,10 @@ compile; it compiles when seen again.
 eager ones. An in-place op makes the tensor's value pending; when it is computed, the
 result is written into the tensor's old array if anything else still references that
 array (`from_numpy`'s caller, a kept `numpy()`, a view), as eagerly, and replaces it
-otherwise (no copy). Views made by flow ops are copies under lazy mode; numpy writes
-into an array that pending work reads must wait for a flush (`x[i] = v` flushes
-first); `clone()` copies, `detach()` shares the value. Global
+otherwise (no copy). A small tensor filled in place (an lr) is written at once. Views
+made by flow ops are copies under lazy mode; writes through numpy itself into an array
+that pending work reads must wait for a flush (flow's own `x[i] = v` flushes first);
+`clone()` copies, `detach()` shares the value. Global
 tensors, the `constant` primitive (its array becomes a leaf) and ops inside `flow.jit`
 traces run as without lazy mode; a program whose lowering or compilation fails runs on
 numpy (`lazy_stats().fallbacks`). The flag is per thread; the pending graph is per
@@ -170,16 +171,18 @@ class LazyValue:
     __slots__ = ("prim", "args", "params", "key", "fvalue", "shape", "dtype", "loc", "seq",
                  "value", "rebound", "__weakref__")  # fmt: skip
 
-    def materialize(self, tensor=None) -> np.ndarray:
-        """The node's value, computing it (and what else is pending) if needed."""
+    def materialize(self, tensor) -> np.ndarray:
+        """`tensor`'s array, computing this node (and what else is pending) if needed."""
         if self.value is None:
             if not self.args and self.prim.name in _CREATION:
                 self._set(_eval(self, ()))  # a constant: numpy, no program
             else:
                 from ._lazy_flush import flush
 
-                flush([self], [tensor] if tensor is not None else [])
-        return self.value
+                flush([self], [tensor])
+        if tensor._buf is self:  # (a flush has settled the tensors it tracks already)
+            tensor._buf = settle(id(tensor), self.value)
+        return tensor._buf
 
     def _set(self, value: np.ndarray) -> None:
         if value.shape != self.shape:  # 0-d results of some runtimes
@@ -201,6 +204,7 @@ _seq = 0
 _ops_pending = 0  # ops recorded since the last flush
 _tracked: dict[int, weakref.ref] = {}  # tensors holding nodes (and still alive)
 _homes: dict[int, np.ndarray] = {}  # tensor id -> its array before a pending in-place update
+_captured: set[int] = set()  # ids of the arrays pending nodes read (since the last flush)
 _infer_cache: dict = {}
 _frontend_file: dict[str, bool] = {}
 
@@ -268,6 +272,14 @@ def _flushed() -> None:
     """Nothing that user code can read is pending any more."""
     global _ops_pending
     _ops_pending = 0
+    _captured.clear()
+
+
+def _base_id(a: np.ndarray) -> int:
+    """The id of the array owning `a`'s memory (views share their base's)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return id(a)
 
 
 def _step_boundary(args) -> bool:
@@ -319,8 +331,12 @@ def _node(prim, args: tuple, params: dict) -> LazyValue:
     refs = []
     for a in args:
         b = a._buf
-        if b.__class__ is LazyValue and b.value is not None:
-            b = b.value
+        if b.__class__ is LazyValue:
+            if b.value is not None:
+                b = b.value
+                _captured.add(_base_id(b))
+        else:
+            _captured.add(_base_id(b))
         refs.append(b)
     node.args = tuple(refs)
     dt = params.get("dtype") if prim.name == "full" else None
@@ -359,13 +375,33 @@ def rebind(t, new) -> None:
     ):  # a small tensor filled in place (a learning rate) stays a concrete input
         if node.value is None:
             node._set(_eval(node, ()))
-        t._buf = np.array(node.value)
+        b = t._buf
+        if isinstance(b, np.ndarray) and b.flags.writeable and b.shape == node.shape:
+            before_host_write(b)
+            b[...] = node.value
+        else:
+            t._buf = np.array(node.value)
         return
     node.rebound = True
     if isinstance(t._buf, np.ndarray) and id(t) not in _homes:
         _homes[id(t)] = t._buf  # written back into when computed, if others share it
     t._buf = node
     track(t)
+
+
+def settle(key: int, value: np.ndarray, order=(), leaves=()) -> np.ndarray:
+    """The array tensor `id == key` holds once its pending value is computed: after an
+    in-place update, `value` written into its old array when something besides the flush
+    (`order`'s nodes, its `leaves`) references that one — a caller of `from_numpy`, a
+    kept `numpy()`, a view, a `detach()`, as eagerly — else `value` itself."""
+    home = _homes.pop(key, None)
+    if home is None or home.shape != value.shape or home.dtype != value.dtype:
+        return value
+    held = sum(a is home for n in order for a in n.args) + sum(a is home for a in leaves)
+    if sys.getrefcount(home) - 2 - held > 0 and home.flags.writeable:
+        home[...] = value
+        return home
+    return value
 
 
 def alias(t, copy: bool):
@@ -378,9 +414,10 @@ def alias(t, copy: bool):
     return _new_tensor(_node(P.cast, (t,), {"dtype": t._dtype}))
 
 
-def before_host_write() -> None:
-    """Called before numpy writes into a tensor's buffer: pending reads of it go first."""
-    lazy_sync()
+def before_host_write(array: np.ndarray) -> None:
+    """Called before numpy writes into `array`: pending work reading it is computed first."""
+    if _pending_work() and _base_id(array) in _captured:
+        lazy_sync()
 
 
 def _eval(n: LazyValue, args) -> np.ndarray:

@@ -147,24 +147,10 @@ def _prune(order: list, leaves: list) -> None:
         if b.__class__ is LazyValue:
             if b.value is None:
                 continue
-            t._buf = _home(key, b.value, order, leaves)
+            t._buf = L.settle(key, b.value, order, leaves)
         n = t._node
         if n is None or all(_pending(i) is None for i in n.inputs):
             del L._tracked[key]
-
-
-def _home(key: int, value: np.ndarray, order: list, leaves: list) -> np.ndarray:
-    """The array a tensor updated in place holds now: `value` written into its old array
-    when something besides this flush references that one (eager semantics: a caller of
-    `from_numpy`, a kept `numpy()`, a view, a `detach()`), else `value` itself."""
-    home = L._homes.pop(key, None)
-    if home is None or home.shape != value.shape or home.dtype != value.dtype:
-        return value
-    held = sum(a is home for n in order for a in n.args) + sum(a is home for a in leaves)
-    if sys.getrefcount(home) - 2 - held > 0 and home.flags.writeable:
-        home[...] = value
-        return home
-    return value
 
 
 def _interpret(order, leaves, roots) -> list[np.ndarray]:

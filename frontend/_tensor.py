@@ -69,7 +69,7 @@ class Tensor:
         """The value as a numpy array (None when traced); computes a pending lazy value."""
         b = self._buf
         if b.__class__ is LazyValue:
-            b = self._buf = b.materialize(self)
+            b = b.materialize(self)
         return b
 
     @_data.setter
@@ -295,7 +295,7 @@ class Tensor:
         if isinstance(self._buf, np.ndarray) and self._buf.flags.writeable:
             from ._lazy import before_host_write
 
-            before_host_write()
+            before_host_write(self._buf)
             self._buf[...] = new._data  # writes through to arrays sharing this memory
         else:
             self._data = None if new._data is None else np.array(new._data)
@@ -318,7 +318,7 @@ class Tensor:
             if data is self._buf:
                 from ._lazy import before_host_write
 
-                before_host_write()
+                before_host_write(data)
             try:
                 data[index] = np.asarray(v).astype(self._dtype.np_dtype, copy=False)
             except (IndexError, ValueError, TypeError) as err:

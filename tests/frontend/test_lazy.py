@@ -233,11 +233,17 @@ def test_errors_raise_at_the_call_site():
 def test_in_place_updates_clone_and_detach():
     base = flow.tensor([1.0, 2.0, 3.0])
     with flow.lazy():
+        other = flow.zeros(2) + 0
+        other[1] = 7.0  # computes `other`, then writes into it
+        flushes = flow.lazy_stats().flushes
         x = base * 1
+        other[0] = 3.0  # nothing pending reads `other`: no flush
         c, d = x.clone(), x.detach()
         c.add_(10)
         x.mul_(2)
-        base[0] = 5.0  # a host write: pending work reading `base` is computed first
+        assert flow.lazy_stats().flushes == flushes and other.tolist() == [3, 7]
+        base[0] = 5.0  # pending work reads `base`: it is computed first
+        assert flow.lazy_stats().flushes == flushes + 1
         assert c.tolist() == [11, 12, 13] and x.tolist() == [2, 4, 6] and d.tolist() == [1, 2, 3]
         lr = flow.tensor(0.5)
         lr.fill_(0.25)  # a small tensor filled in place stays a concrete input
