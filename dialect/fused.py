@@ -83,9 +83,10 @@ class FusedOp(IRDLOperation):
         return tuple(self.res[0].type.get_shape())
 
     def print(self, printer: Printer) -> None:
+        args = self.body.block.args if self.body.blocks else ()
         printer.print_string(" (")
         printer.print_list(
-            zip(self.body.block.args, self.inputs, strict=True),
+            zip(args, self.inputs),
             lambda pair: (
                 printer.print_ssa_value(pair[0]),
                 printer.print_string(" = "),
@@ -95,7 +96,8 @@ class FusedOp(IRDLOperation):
         printer.print_string(") : ")
         printer.print_operation_type(self)
         printer.print_string(" ")
-        printer.print_region(self.body, print_entry_block_args=False)
+        # invalid IR (being reported) shows its block arguments instead of losing some
+        printer.print_region(self.body, print_entry_block_args=len(args) != len(self.inputs))
         if self.attributes:
             printer.print_op_attributes(self.attributes, print_keyword=True)
 

@@ -24,6 +24,7 @@ from xdsl.utils.exceptions import PassFailedException
 
 from flow.dialect.attrs import DistAttr
 from flow.dialect.fused import FusedOp
+from flow.dialect.fused import YieldOp as FusedYieldOp
 
 from . import _elementwise, _fused, _movement, _random, _structured, _window
 from ._elementwise import check_element_type
@@ -80,12 +81,12 @@ def _collect(module: ModuleOp) -> list[tuple[Operation, Callable[[Operation], Lo
             for v in (*op.operands, *op.results):
                 if (why := check_element_type(v.type)) is not None:
                     raise _fail(op, why)
-            if isinstance(op.parent_op(), FusedOp):
-                continue  # lowered with the whole region by the flow.fused rule
             rule = RULES.get(type(op))
-            if rule is None:
+            fused_body = isinstance(op.parent_op(), FusedOp)
+            if rule is None and not (fused_body and isinstance(op, FusedYieldOp)):
                 raise _fail(op, "has no lowering to linalg")
-            todo.append((op, rule))
+            if not fused_body:  # the flow.fused rule lowers its body ops itself
+                todo.append((op, rule))
     return todo
 
 
