@@ -30,6 +30,7 @@ from xdsl.irdl import (
     base,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     result_def,
     traits_def,
@@ -521,19 +522,25 @@ def _check_peer(op: IRDLOperation, peer: IntegerAttr) -> None:
 class SendOp(IRDLOperation):
     """Send a local tensor to rank `peer`: `flow.send %x, peer = 1 : tensor<4xf32>`.
 
-    Pairs with a `flow.recv` of the same type on the peer; messages between two
-    ranks arrive in program order. A send must not wait for its receive (the
-    runtime buffers it), since a rank may send before it receives.
+    Pairs with a `flow.recv` of the same type and `tag` (default 0) on the peer;
+    messages between two ranks with one tag arrive in program order, and distinct
+    tags let the ranks' programs order their transfers differently (a pipeline
+    schedule). A send must not wait for its receive (the runtime buffers it),
+    since a rank may send before it receives.
     """
 
     name = "flow.send"
     operand = operand_def(TensorType)
     peer = prop_def(IntegerAttr[I64])
-    assembly_format = "$operand `,` `peer` `=` $peer attr-dict `:` type($operand)"
+    tag = opt_prop_def(IntegerAttr[I64])
+    assembly_format = (
+        "$operand `,` `peer` `=` $peer (`,` `tag` `=` $tag^)? attr-dict `:` type($operand)"
+    )
 
     def verify_(self) -> None:
         _local(self.name, "operand", self.operand.type)
         _check_peer(self, self.peer)
+        _check_tag(self, self.tag)
 
 
 @irdl_op_definition
@@ -543,11 +550,28 @@ class RecvOp(IRDLOperation):
     name = "flow.recv"
     result = result_def(TensorType)
     peer = prop_def(IntegerAttr[I64])
-    assembly_format = "`peer` `=` $peer attr-dict `:` type($result)"
+    tag = opt_prop_def(IntegerAttr[I64])
+    assembly_format = "`peer` `=` $peer (`,` `tag` `=` $tag^)? attr-dict `:` type($result)"
 
     def verify_(self) -> None:
         _local(self.name, "result", self.result.type)
         _check_peer(self, self.peer)
+        _check_tag(self, self.tag)
+
+
+MAX_TAG = 32767
+"""The largest message tag every MPI implementation accepts."""
+
+
+def _check_tag(op: IRDLOperation, tag: IntegerAttr | None) -> None:
+    if tag is not None and not 0 <= tag.value.data <= MAX_TAG:
+        raise _err(op.name, f"expected tag in [0, {MAX_TAG}], got {tag.value.data}")
+
+
+def message_tag(op: IRDLOperation) -> int:
+    """The tag of a flow.send / flow.recv (0 when absent)."""
+    tag = getattr(op, "tag", None)
+    return 0 if tag is None else tag.value.data
 
 
 def mesh_props(placement: PlacementAttr, axis: int, **dims: int) -> dict[str, Attribute]:
@@ -570,5 +594,6 @@ ATTRS: tuple = ()
 
 __all__ = [c.__name__ for c in OPS] + [
     "MeshAxisOp", "UnevenSplitError", "balanced_split", "balanced_offset", "mesh_coord",
-    "rank_groups", "local_shape", "local_shapes", "local_type", "mesh_props",
+    "rank_groups", "local_shape", "local_shapes", "local_type", "mesh_props", "message_tag",
+    "MAX_TAG",
 ]  # fmt: skip

@@ -28,7 +28,7 @@ from itertools import permutations
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, TensorType, i64
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
@@ -179,6 +179,17 @@ def lower_boxing(op: dd.BoxingOp, rank: int | None) -> None:
     Rewriter.erase_op(op)
 
 
+TRANSFER_ATTR = "transfer_tag"
+"""flow-partition numbers the boxings of a program (the same on every rank) in this
+attribute; a placement change sends and receives with that message tag, so that ranks
+may order their transfers differently (pipeline schedules) and still pair them."""
+
+
+def _tag(op: dd.BoxingOp) -> dict[str, Attribute]:
+    tag = op.attributes.get(TRANSFER_ATTR)
+    return {} if tag is None else {"tag": tag}
+
+
 def _move(op: dd.BoxingOp, b: _Builder, src: DistAttr, dst: DistAttr) -> SSAValue | None:
     """A placement change, as seen by rank `b.rank`; None where the rank gets no shard."""
     rank = b.rank
@@ -202,7 +213,8 @@ def _move(op: dd.BoxingOp, b: _Builder, src: DistAttr, dst: DistAttr) -> SSAValu
         for j, peer in enumerate(receivers):
             source = senders[j] if direct else senders[j % len(senders)]
             if source == rank and peer != rank:
-                b.emit(dd.SendOp(operands=[sent], properties={"peer": IntegerAttr(peer, i64)}))
+                b.emit(dd.SendOp(operands=[sent], properties={"peer": IntegerAttr(peer, i64),
+                                                              **_tag(op)}))  # fmt: skip
     if rank not in receivers:
         return None
     j = receivers.index(rank)
@@ -215,7 +227,9 @@ def _move(op: dd.BoxingOp, b: _Builder, src: DistAttr, dst: DistAttr) -> SSAValu
         got = sent
     else:
         got = b.emit(
-            dd.RecvOp(result_types=[want], properties={"peer": IntegerAttr(source, i64)})
+            dd.RecvOp(
+                result_types=[want], properties={"peer": IntegerAttr(source, i64), **_tag(op)}
+            )  # fmt: skip
         ).result
     assert got is not None
     if not direct:

@@ -18,8 +18,9 @@ the concat dim followed by a local slice along the split dim.
 `flow.local_slice` and `flow.local_partial` need no communication: they
 become a `flow.slice` of rank R's balanced piece, and the value itself on the
 first rank of the group or `flow.full 0` elsewhere. `flow.send` / `flow.recv`
-address world ranks: they use group 0 (all ranks) and tag 0 (messages between
-two ranks arrive in program order).
+address world ranks: they use group 0 (all ranks) and their tag (default 0;
+messages between two ranks with one tag arrive in program order), and pass an
+i32 token from each to the next, which keeps them in program order in IREE.
 
 Groups: each (placement, mesh axis) pair the program uses names the group of
 ranks that contains R (`rank_groups`); the groups are numbered 1, 2, ... in
@@ -55,7 +56,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from flow.dialect import distributed as dd
@@ -125,6 +126,8 @@ class _Lowering:
         self.declared: dict[str, func.FuncOp] = {}
         self.ops: list[Operation] = []
         self.at: Operation | None = None
+        self.tokens: dict[Block, SSAValue] = {}
+        """Per function body: the token of its last send / recv (see `p2p`)."""
 
     # ---------------------------------------------------------------- building blocks
 
@@ -189,6 +192,24 @@ class _Lowering:
         call = self.emit(func.CallOp(symbol, args, results))
         return call.results[0] if results else None
 
+    def p2p(self, name: str, x: SSAValue, result: TensorType | None, peer: int, tag: int):
+        """A send (`result` None) or receive (`x` gives its type), chained to the previous
+        one by an i32 token so that the compiler keeps them in program order."""
+        operand = x.type
+        symbol = comm_symbol(name, operand, result)
+        results = ([result] if result is not None else []) + [i32]
+        if symbol not in self.declared:
+            self.declared[symbol] = func.FuncOp.external(symbol, [operand] + [i32] * 4, results)
+        assert self.at is not None and self.at.parent is not None
+        block = self.at.parent
+        after = self.tokens.get(block)
+        if after is None:
+            after = self.constant(0)
+        args = [x, self.constant(peer), self.constant(tag), after, self.constant(WORLD)]
+        call = self.emit(func.CallOp(symbol, args, results))
+        self.tokens[block] = call.results[-1]
+        return call.results[0] if result is not None else None
+
     def along(self, name: str, x: SSAValue, dim: int, result: TensorType, group: int) -> SSAValue:
         """A dim-0 collective applied along `dim` (transposes around the call)."""
         assert isinstance(x.type, TensorType)
@@ -222,11 +243,11 @@ class _Lowering:
         if isinstance(op, dd.LocalPartialOp):
             return op.operand if self.coord(op) == 0 else self.zeros(op.result.type)
         if isinstance(op, dd.SendOp):
-            self.call("send", op.operand, None, [op.peer.value.data, 0, WORLD])
+            self.p2p("send", op.operand, None, op.peer.value.data, dd.message_tag(op))
             return None
         if isinstance(op, dd.RecvOp):
             like = self.zeros(op.result.type)
-            return self.call("recv", like, op.result.type, [op.peer.value.data, 0, WORLD])
+            return self.p2p("recv", like, op.result.type, op.peer.value.data, dd.message_tag(op))
         raise fail(op, "has no lowering to comm calls")
 
     def all_to_all(self, op: dd.AllToAllOp) -> SSAValue:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FunctionType, ModuleOp
+from xdsl.dialects.builtin import FunctionType, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
@@ -35,7 +35,7 @@ from flow.dialect import sbp as sbp_rules
 from flow.dialect.attrs import PlacementAttr, dist_of
 from flow.dialect.ops import FlowOp
 
-from .boxing_to_collectives import lower_boxing
+from .boxing_to_collectives import TRANSFER_ATTR, lower_boxing
 from .infer_sbp import atomically, fail
 
 
@@ -166,6 +166,18 @@ def _localize(f: func.FuncOp, rank: int | None) -> None:
     _set_function_type(f, ret)
 
 
+def _number_transfers(f: func.FuncOp) -> None:
+    """Give each placement change its own message tag, numbered in program order (the same
+    on every rank, before each rank drops what it does not hold)."""
+    n = 0
+    for op in f.body.block.ops:
+        if isinstance(op, dd.BoxingOp) and TRANSFER_ATTR not in op.attributes:
+            src, dst = dist_of(op.operand.type), dist_of(op.result.type)
+            if src is not None and dst is not None and src.placement != dst.placement:
+                op.attributes[TRANSFER_ATTR] = IntegerAttr(n % dd.MAX_TAG + 1, i64)
+                n += 1
+
+
 def partition_function(f: func.FuncOp, rank: int | None) -> None:
     """Rewrite `f` into `rank`'s local program (the all-ranks program when `rank` is None)."""
     if f.body.blocks.first is None or not _placements(f):
@@ -185,6 +197,7 @@ def partition_function(f: func.FuncOp, rank: int | None) -> None:
             for r in op.results:
                 _local(op, r.type, None)
     _check_signatures(f)
+    _number_transfers(f)
     if rank is not None:
         _prune(f, rank)
     for op in list(f.body.block.ops):

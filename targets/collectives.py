@@ -34,12 +34,18 @@ group; "dim 0" is the leading dimension, other dimensions are the caller's trans
                                     source rank order
 ``broadcast(x, root, group)``       the root's ``x`` on every rank; elsewhere ``x`` only gives
                                     the shape and element type
-``send(x, peer, tag, group)``       no result; returns at once: ``x`` is copied and sent in
-                                    the background, so two ranks may both send first;
-                                    messages between two ranks arrive in program order
-``recv(like, peer, tag, group)``    a tensor shaped like ``like`` (contents ignored)
+``send(x, peer, tag, after, g)``    returns an i32 token at once: ``x`` is copied and sent
+                                    in the background, so two ranks may both send first;
+                                    messages between two ranks with one tag arrive in order
+``recv(like, peer, tag, after, g)`` a tensor shaped like ``like`` (contents ignored), and a
+                                    token
 ``barrier(group)``                  no tensor, no result
 ==================================  =====================================================
+
+``after`` is the token of the previous send or receive (any i32 for the first): the chain
+makes the program's point-to-point calls data-dependent, so the compiler keeps them in
+program order (it may otherwise hoist a receive, which waits, above a send that a peer
+needs first). The token returned is ``after + 1``.
 
 Every call that waits for peers has a deadline (``FLOW_COLLECTIVE_TIMEOUT`` seconds, default
 300): past it, the rank names the collective and aborts every rank instead of hanging.
@@ -478,7 +484,7 @@ _sends: list[tuple[Any, np.ndarray]] = []
 _wait_at_exit = False
 
 
-def _send(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, group: int) -> None:
+def _send(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, after: int, group: int) -> int:
     global _wait_at_exit
     comm = self.member(group)
     _check_peer(comm, peer, "send destination")
@@ -487,6 +493,7 @@ def _send(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, group: int) -> 
         _wait_at_exit = bool(atexit.register(wait_sends))  # runs before MPI is finalised
     _sends[:] = [(req, buf) for req, buf in _sends if not req.Test()]
     _sends.append((comm.Isend(data, dest=peer, tag=tag), data))
+    return after + 1
 
 
 def wait_sends() -> None:
@@ -496,13 +503,15 @@ def wait_sends() -> None:
         _sends.clear()
 
 
-def _recv(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, group: int) -> Any:
+def _recv(
+    self: _CommModule, ref: rt.VmRef, peer: int, tag: int, after: int, group: int
+) -> tuple[Any, int]:
     comm = self.member(group)
     _check_peer(comm, peer, "recv source")
     like = self.buffers.view(ref)
     dst = self.buffers.new(like.shape, like.element_type, like.byte_length)
     comm.Recv(self.buffers.array(dst), source=peer, tag=tag)
-    return dst.ref
+    return dst.ref, after + 1
 
 
 def _barrier(self: _CommModule, group: int) -> None:
@@ -521,19 +530,22 @@ def _check_peer(comm: Any, rank: int, what: str) -> None:
 @dataclass(frozen=True)
 class Collective:
     """One import of the ``comm`` module: its name, the i32 arguments after the tensor (the
-    group id last), whether it takes a tensor and returns one, and its implementation."""
+    group id last), whether it takes a tensor and returns one (and an ordering token, after
+    the tensor), and its implementation."""
 
     name: str
     int_args: tuple[str, ...]
     takes_tensor: bool
     returns_tensor: bool
     impl: Callable[..., Any]
+    returns_token: bool = False
 
     @property
     def cconv(self) -> str:
         """IREE VM calling convention: ``r`` = buffer view, ``i`` = i32, ``v`` = nothing."""
         args = ("r" if self.takes_tensor else "") + "i" * len(self.int_args)
-        return f"0{args}_{'r' if self.returns_tensor else 'v'}"
+        results = ("r" if self.returns_tensor else "") + ("i" if self.returns_token else "")
+        return f"0{args}_{results or 'v'}"
 
 
 def _reducer(fn: Callable[..., Any], op: str, **kw: Any) -> Callable[..., Any]:
@@ -562,8 +574,8 @@ COLLECTIVES: dict[str, Collective] = {
         Collective("all_gather", ("group",), True, True, _all_gather),
         Collective("all_to_all", ("group",), True, True, _all_to_all),
         Collective("broadcast", ("root", "group"), True, True, _broadcast),
-        Collective("send", ("peer", "tag", "group"), True, False, _send),
-        Collective("recv", ("peer", "tag", "group"), True, True, _recv),
+        Collective("send", ("peer", "tag", "after", "group"), True, False, _send, True),
+        Collective("recv", ("peer", "tag", "after", "group"), True, True, _recv, True),
         Collective("barrier", ("group",), False, False, _barrier),
     )
 }  # fmt: skip
@@ -603,7 +615,14 @@ def declare(name: str, tensor_type: str | None = None, result_type: str | None =
     if c.takes_tensor and tensor_type is None:
         raise ValueError(f"{name} takes a tensor: pass its type")
     args = ([tensor_type] if c.takes_tensor else []) + ["i32"] * len(c.int_args)
-    result = f" -> {result_type or tensor_type}" if c.returns_tensor else ""
+    results = ([result_type or tensor_type] if c.returns_tensor else []) + (
+        ["i32"] if c.returns_token else []
+    )
+    result = ""
+    if len(results) == 1:
+        result = f" -> {results[0]}"
+    elif results:
+        result = f" -> ({', '.join(results)})"
     symbol = import_name(name, tensor_type if c.takes_tensor else None, result_type)
     return f"func.func private @{symbol}({', '.join(args)}){result}"
 

@@ -58,6 +58,14 @@ def collective_program(world: int) -> str:
         operands = ([x] if x[0] else []) + [(i, "i32") for i in ints]
         return _call(res, import_name(name, *types), operands, rtype or "")
 
+    def p2p(res: str, name: str, x: tuple[str, str], after: str, rtype: str | None) -> str:
+        """A send / recv: (peer, tag, token, group); `res` names its results."""
+        types = (x[1], rtype) if rtype else (x[1],)
+        decls.add(declare(name, *types))
+        operands = [x, ("peer", "i32"), ("tag", "i32"), (after, "i32"), ("g", "i32")]
+        out = f"({rtype}, i32)" if rtype else "i32"
+        return _call(res, import_name(name, *types), operands, out)
+
     g = ("g", "i32")
     # fmt: off
     shapes = {  # collective -> (operand rows, result rows)
@@ -85,21 +93,23 @@ def collective_program(world: int) -> str:
                     "%z = arith.addf %y, %d : " + t],
                    [("z", t), ("d", t)]))
     # Point to point: even ranks send first, odd ranks receive first.
+    # Each passes an ordering token to the next (the first gets a constant).
     p = [("peer", "i32"), ("tag", "i32"), g]
+    zero = "%t0 = arith.constant 0 : i32"
     fns.append(_fn("send_then_recv", [("x", t), *p],
-                   [call("", "send", ("x", t), ["peer", "tag", "g"], None),
+                   [zero, p2p("t1", "send", ("x", t), "t0", None),
                     f"%like = tensor.empty() : {t}",
-                    call("y", "recv", ("like", t), ["peer", "tag", "g"], t)], [("y", t)]))
+                    p2p("y, %t2", "recv", ("like", t), "t1", t)], [("y", t)]))
     fns.append(_fn("recv_then_send", [("x", t), *p],
-                   [f"%like = tensor.empty() : {t}",
-                    call("y", "recv", ("like", t), ["peer", "tag", "g"], t),
-                    call("", "send", ("x", t), ["peer", "tag", "g"], None)], [("y", t)]))
+                   [zero, f"%like = tensor.empty() : {t}",
+                    p2p("y, %t1", "recv", ("like", t), "t0", t),
+                    p2p("t2", "send", ("x", t), "t1", None)], [("y", t)]))
     # Both ranks send first: 2 MiB, above MPI's eager limit, so sends must not wait for receives.
     tb = "tensor<512x1024xf32>"
     fns.append(_fn("exchange", [("x", tb), *p],
-                   [call("", "send", ("x", tb), ["peer", "tag", "g"], None),
+                   [zero, p2p("t1", "send", ("x", tb), "t0", None),
                     f"%like = tensor.empty() : {tb}",
-                    call("y", "recv", ("like", tb), ["peer", "tag", "g"], tb)], [("y", tb)]))
+                    p2p("y, %t2", "recv", ("like", tb), "t1", tb)], [("y", tb)]))
     # The type-erased form: one !hal.buffer_view declaration, export/import around the call.
     decls.add("func.func private @comm.all_reduce_sum(!hal.buffer_view, i32) -> !hal.buffer_view")
     fns.append(_fn("all_reduce_sum_buffer_view", [("x", t), g], [

@@ -63,7 +63,11 @@ def test_import_names_are_unique_per_type():
         "func.func private @comm.broadcast.8xi32(tensor<8xi32>, i32, i32) -> tensor<8xi32>"
     )
     assert collectives.declare("send", "tensor<8xi32>") == (
-        "func.func private @comm.send.8xi32(tensor<8xi32>, i32, i32, i32)"
+        "func.func private @comm.send.8xi32(tensor<8xi32>, i32, i32, i32, i32) -> i32"
+    )
+    assert collectives.declare("recv", "tensor<8xi32>") == (
+        "func.func private @comm.recv.8xi32(tensor<8xi32>, i32, i32, i32, i32) "
+        "-> (tensor<8xi32>, i32)"
     )
     assert collectives.declare("barrier") == "func.func private @comm.barrier(i32)"
     with pytest.raises(KeyError, match="all_reduce_sum"):

@@ -215,3 +215,11 @@ func.func @redistribute_not_a_dist(%x: tensor<8x4xf32>) {
   %0 = flow.redistribute %x to #flow.sbp<[B]> : tensor<8x4xf32> -> tensor<8x4xf32>
   return
 }
+
+// -----
+
+// CHECK: 'flow.send' op expected tag in [0, 32767], got 40000
+func.func @send_tag(%x: tensor<4xf32>) {
+  flow.send %x, peer = 1, tag = 40000 : tensor<4xf32>
+  return
+}

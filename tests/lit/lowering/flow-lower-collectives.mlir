@@ -42,16 +42,19 @@ func.func @one_d(%x: tensor<8x6xf32>, %y: tensor<3x6xf32>) -> (tensor<8x6xf32>, 
 // RANK1:         arith.constant 2 : i32
 // RANK1-NEXT:    func.call @comm.all_to_all.4x2xf32
 // RANK1:         flow.reshape
+// Point to point: (peer, tag, ordering token, group); each passes its token to the next.
 // RANK1:         %[[Z:.*]] = flow.full 0.000000e+00 : f32 -> tensor<4xf32>
-// RANK1-NEXT:    %{{.*}} = arith.constant 2 : i32
+// RANK1-NEXT:    %[[T0:.*]] = arith.constant 0 : i32
+// RANK1-NEXT:    %[[PEER:.*]] = arith.constant 2 : i32
+// RANK1-NEXT:    %[[TAG:.*]] = arith.constant 0 : i32
+// RANK1-NEXT:    %[[G:.*]] = arith.constant 0 : i32
+// RANK1-NEXT:    %[[V:.*]], %[[T1:.*]] = func.call @comm.recv.4xf32(%[[Z]], %[[PEER]], %[[TAG]], %[[T0]], %[[G]]) : (tensor<4xf32>, i32, i32, i32, i32) -> (tensor<4xf32>, i32)
 // RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
 // RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
-// RANK1-NEXT:    %[[V:.*]] = func.call @comm.recv.4xf32(%[[Z]], {{.*}}) : (tensor<4xf32>, i32, i32, i32) -> tensor<4xf32>
 // RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
-// RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
-// RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
-// RANK1-NEXT:    func.call @comm.send.4xf32(%[[V]], {{.*}}) : (tensor<4xf32>, i32, i32, i32) -> ()
-// RANK1:         func.func private @comm.send.4xf32(tensor<4xf32>, i32, i32, i32)
+// RANK1-NEXT:    func.call @comm.send.4xf32(%[[V]], %{{.*}}, %{{.*}}, %[[T1]], %{{.*}}) : (tensor<4xf32>, i32, i32, i32, i32) -> i32
+// RANK1:         func.func private @comm.recv.4xf32(tensor<4xf32>, i32, i32, i32, i32) -> (tensor<4xf32>, i32)
+// RANK1:         func.func private @comm.send.4xf32(tensor<4xf32>, i32, i32, i32, i32) -> i32
 !m = #flow.placement<"cpu", [[0, 1], [2, 3]]>
 func.func @two_d(%x: tensor<4xf32>, %y: tensor<2x4xf32>) -> (tensor<4xf32>, tensor<4x2xf32>) {
   %0 = flow.all_reduce max %x on !m axis = 1 : tensor<4xf32>

@@ -100,13 +100,13 @@ func.func @uneven(%x: !x, %w: !w) -> !yb {
 // RANK0-LABEL: func.func @stages
 // RANK0-SAME:    (%[[X:.*]]: tensor<4x6xf32>) {
 // RANK0-NEXT:    %[[E:.*]] = flow.exp %[[X]] : tensor<4x6xf32>
-// RANK0-NEXT:    flow.send %[[E]], peer = 2 : tensor<4x6xf32>
+// RANK0-NEXT:    flow.send %[[E]], peer = 2, tag = 1 : tensor<4x6xf32>
 // RANK0-NEXT:    func.return
 // RANK1-LABEL: func.func @stages
-// RANK1:         flow.send %{{.*}}, peer = 3 : tensor<4x6xf32>
+// RANK1:         flow.send %{{.*}}, peer = 3, tag = 1 : tensor<4x6xf32>
 // RANK2-LABEL: func.func @stages
 // RANK2-SAME:    () -> tensor<4x6xf32>
-// RANK2-NEXT:    %[[R:.*]] = flow.recv peer = 0 : tensor<4x6xf32>
+// RANK2-NEXT:    %[[R:.*]] = flow.recv peer = 0, tag = 1 : tensor<4x6xf32>
 // RANK2-NEXT:    %[[E:.*]] = flow.exp %[[R]] : tensor<4x6xf32>
 // RANK2-NEXT:    func.return %[[E]] : tensor<4x6xf32>
 !a = tensor<8x6xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
@@ -123,11 +123,11 @@ func.func @stages(%x: !a) -> !b {
 // A value made for the second stage from a local constant: the first stage's ranks drop its
 // flow.to_global (they hold no part of it) and only send.
 // RANK0-LABEL: func.func @stage_constant
-// RANK0-NEXT:    flow.send %{{.*}}, peer = 2 : tensor<4x6xf32>
+// RANK0-NEXT:    flow.send %{{.*}}, peer = 2, tag = 1 : tensor<4x6xf32>
 // RANK0-NOT:     flow.to_global
 // RANK0:         func.return
 // RANK2-LABEL: func.func @stage_constant
-// RANK2-NEXT:    %[[R:.*]] = flow.recv peer = 0 : tensor<4x6xf32>
+// RANK2-NEXT:    %[[R:.*]] = flow.recv peer = 0, tag = 1 : tensor<4x6xf32>
 // RANK2-NEXT:    %[[C:.*]] = flow.full 1.000000e+00 : f32 -> tensor<4x6xf32>
 // RANK2-NEXT:    %[[S:.*]] = flow.add %[[R]], %[[C]] : tensor<4x6xf32>
 // RANK2-NEXT:    func.return %[[S]] : tensor<4x6xf32>
