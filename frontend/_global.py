@@ -67,6 +67,8 @@ __all__ = [
     "global_create",
     "grad_to_leaf",
     "to_global_",
+    "mark_constant",
+    "propagate_constant",
 ]
 
 # --------------------------------------------------------------------------- placement
@@ -103,6 +105,14 @@ class placement:  # noqa: N801  (OneFlow's name)
             )
         self._attr = attr
         self._nested = _as_int_lists(ranks)
+
+    @classmethod
+    def _from_attr(cls, attr: PlacementAttr) -> placement:
+        """The placement of a dialect attribute."""
+        out = object.__new__(cls)
+        out._attr = attr
+        out._nested = np.asarray(attr.rank_list).reshape(attr.mesh_shape).tolist()
+        return out
 
     @classmethod
     def all(cls, type: str = "cpu") -> placement:  # noqa: A002
@@ -497,8 +507,15 @@ def to_global_(t: Tensor, placement_: placement | None = None, sbp_: Any = None)
 
 
 def _to_global_vjp(ct: Tensor, x: Tensor, out: Tensor) -> tuple[Tensor]:
-    if ct._trace is not None:  # the gradient's distribution is left to SBP inference
-        return (ct,)
+    if ct._trace is not None:  # the gradient's SBP is left to inference; its placement is x's
+        trace = ct._trace
+        home = _info(x).placement.attr if is_global(x) else None
+        if home is None and x._trace is trace:
+            home = trace.placement_of(x._value)
+        if home is None or home == trace.placement_of(ct._value):
+            return (ct,)
+        pl = placement._from_attr(home)
+        return (_traced_to_global(ct, pl, [Sbp("B")] * len(pl.hierarchy)),)
     if is_global(x):
         return (to_global(ct, x.placement, x.sbp),)
     return (to_local(to_global(ct, out.placement, out.sbp)),)
@@ -806,12 +823,43 @@ def eager_create(prim: Any, params: dict) -> Tensor:
     return out
 
 
+_DRAWN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+"""The constants computed from random numbers: the same on every rank only when every rank's
+generator has the same seed, which `_broadcast_constant` checks."""
+
+
 def _is_constant(t: Tensor) -> bool:
     return not is_global(t) and _CONSTANTS.get(id(t)) is t
 
 
+def mark_constant(t: Tensor, *, drawn: bool = False) -> Tensor:
+    """Register the local tensor `t` as the same on every rank (made from constants, or with
+    `drawn` from a random generator): a global op meeting it takes it as broadcast."""
+    _CONSTANTS[id(t)] = t
+    if drawn:
+        _DRAWN[id(t)] = t
+    return t
+
+
+def propagate_constant(args: Sequence[Tensor], out: Tensor) -> None:
+    """`out`, computed eagerly from `args`, is a constant when all of them are."""
+    if all(_CONSTANTS.get(id(a)) is a for a in args):
+        mark_constant(out, drawn=any(_DRAWN.get(id(a)) is a for a in args))
+
+
 def _broadcast_constant(t: Tensor, pl: placement) -> Tensor:
     """The local constant `t` as a `B` global tensor on `pl`."""
+    if _DRAWN.get(id(t)) is t and env.get_world_size() > 1:
+        import zlib
+
+        digest = zlib.crc32(np.ascontiguousarray(t._data).tobytes())
+        if len(set(_mpi().COMM_WORLD.allgather(digest))) > 1:
+            raise ValueError(
+                f"a local random tensor of shape {list(t.shape)} differs between ranks and "
+                "cannot meet global tensors as a broadcast one: seed every rank the same "
+                "(flow.manual_seed), or make it global (placement=, sbp=)"
+            )
+        _DRAWN.pop(id(t), None)  # checked once
     info = GlobalInfo(pl, (Sbp("B"),) * len(pl.hierarchy))
     local = t._data if _member(pl) else _empty(t.shape, t._data.dtype)
     return _make_global(local, t.shape, info)

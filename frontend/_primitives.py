@@ -98,7 +98,9 @@ def bind(prim: Primitive, *args, **params):
     expected = _dtypes.from_ir(ty.element_type).np_dtype
     if out.dtype != expected:
         out = out.astype(expected)
-    return record(prim.name, prim.vjp, args, params, Tensor._eager(out))
+    result = Tensor._eager(out)
+    _global.propagate_constant(args, result)  # the same on every rank if its inputs are
+    return record(prim.name, prim.vjp, args, params, result)
 
 
 def _strip_op_prefix(msg: str) -> str:

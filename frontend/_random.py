@@ -179,7 +179,9 @@ def _key(generator: Generator) -> Tensor:
     """The key for one random op: drawn now eagerly; an argument filled per call when traced."""
     trace = current_trace()
     if trace is None:
-        return Tensor._eager(generator._next_key_array().reshape(()))
+        from ._global import mark_constant
+
+        return mark_constant(Tensor._eager(generator._next_key_array().reshape(())), drawn=True)
     # Compiled functions take keys as tensor<1xi64> arguments (the runtime passes
     # every argument with rank >= 1); the op's key is rank 0.
     return reshape(Tensor._traced(trace.random_key(generator), trace, _dtypes.int64), ())

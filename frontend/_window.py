@@ -129,7 +129,9 @@ def _host_tensor(arr: np.ndarray) -> Tensor:
     captured tensor (a function argument inside `flow.jit`), so the IR stays small."""
     if arr.size <= 64:
         return bind(P.constant, array=arr)
-    return tensor(arr)
+    from ._global import mark_constant
+
+    return mark_constant(tensor(arr))  # the same on every rank: broadcast next to global ones
 
 
 # --------------------------------------------------------------------------- convolution

@@ -56,3 +56,13 @@ def test_world_of_one_without_launcher():
         flow.tensor(a).to_global(pl, sbp.split(2))
     with pytest.raises(ValueError, match="one SBP entry per placement axis"):
         flow.tensor(a).to_global(pl, [sbp.broadcast, sbp.broadcast])
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_composites_on_global_tensors(nproc):
+    # Interpolation, sorting, cumsum and dropout build local constants: broadcast, not errors.
+    run = launch(nproc, HERE / "rank_global_composites.py", timeout=90)
+    assert run.returncode == 0, run.describe()
+    found = re.findall(r"rank (\d): (\d+) checks passed", run.stdout)
+    assert sorted(r for r, _ in found) == [str(r) for r in range(nproc)], run.describe()
+    assert {int(n) for _, n in found} == {26}, run.describe()
