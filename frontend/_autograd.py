@@ -199,13 +199,29 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
     outputs = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
     if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
         grad_tensors = [grad_tensors]
-    cts = _initial_cts(outputs, grad_tensors)
-    retain = create_graph if retain_graph is None else retain_graph
-    leaves = _run(outputs, cts, retain, create_graph)
-    for t, g in leaves.values():
-        if not create_graph:
-            g = g.detach()
-        t.grad = g if t.grad is None else (t.grad + g)
+    with _backward_phase():
+        cts = _initial_cts(outputs, grad_tensors)
+        retain = create_graph if retain_graph is None else retain_graph
+        leaves = _run(outputs, cts, retain, create_graph)
+        for t, g in leaves.values():
+            if not create_graph:
+                g = g.detach()
+            t.grad = g if t.grad is None else (t.grad + g)
+
+
+def _backward_phase():
+    """Inside a pipeline's traced micro-batch, tag the backward pass's ops as such (its
+    schedule orders forward and backward micro-batches, lowering/pipeline_schedule.py)."""
+    import contextlib
+
+    from ._trace import current_trace
+
+    trace = current_trace()
+    if trace is None or "pipeline_phase" not in trace.tags:
+        return contextlib.nullcontext()
+    from xdsl.dialects.builtin import StringAttr
+
+    return trace.tagged(pipeline_phase=StringAttr("backward"))
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,

@@ -4,6 +4,7 @@
     outputs = run_for_rank(vmfb, groups, "main", *my_shards)
 
 `compile_for_rank` runs SBP inference, `flow-partition{rank=R}`,
+`flow-pipeline-schedule{rank=R}` (orders a pipeline stage's micro-batches),
 `flow-lower-collectives{rank=R}` and `flow-to-iree-input`, then compiles; the
 collectives become imports of the `comm` runtime module. `run_for_rank` loads
 it with the program's group table (the communicators are made on first use,
@@ -40,7 +41,9 @@ def compile_for_rank(
 
     work = module.clone()
     steps = "flow-infer-sbp," if infer_sbp else ""
-    run_pipeline(work, f"{steps}flow-partition{{rank={rank}}}")
+    run_pipeline(
+        work, f"{steps}flow-partition{{rank={rank}}},flow-pipeline-schedule{{rank={rank}}}"
+    )
     if os.environ.get("FLOW_COMM_PLAN"):
         print(f"communication plan of rank {rank}:", file=sys.stderr)
         for line in communication_plan(work) or ["(no communication)"]:

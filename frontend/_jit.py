@@ -177,7 +177,7 @@ def _front_key(module: ModuleOp, target) -> str | None:
 
 # Environment knobs that cannot change a compiled program.
 _KNOBS_NOT_IN_KEY = {"FLOW_CACHE_DIR", "FLOW_NO_CACHE", "FLOW_DUMP_IR", "FLOW_CPU_DRIVER",
-                     "FLOW_COMM_PLAN"}  # fmt: skip
+                     "FLOW_COMM_PLAN", "FLOW_COLLECTIVE_TIMEOUT"}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)
@@ -401,7 +401,8 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
     types agree, which global and local operands would not). Here the global
     arguments get their `#flow.dist` types; captured local tensors (constants, a
     learning rate: the same on every rank) become broadcast arguments when the
-    program has one placement; results written back into mutated tensors are
+    program has one placement, and with several they are taken as broadcast on the
+    placement of each op that uses them; results written back into mutated tensors are
     declared with their tensor's distribution; then `flow-infer-sbp` derives
     every other value's distribution, and the results take the ones it chose.
     """
@@ -414,13 +415,17 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
     placements = {info.placement: None for info in trace.arg_dists.values()}
     placements.update(trace.placements)
     by_attr = {pl.attr: pl for pl in placements}
+    keys = {index for index, _ in trace.key_slots}
+    first_captured = len(trace.block.args) - len(trace.captured) - len(keys)
+    replicated = [
+        index
+        for index in range(first_captured, len(trace.block.args))
+        if index not in keys and index not in trace.arg_dists
+    ]
     if len(placements) == 1:
         (pl,) = placements
-        keys = {index for index, _ in trace.key_slots}
-        first_captured = len(trace.block.args) - len(trace.captured) - len(keys)
-        for index in range(len(trace.block.args)):
-            if index >= first_captured and index not in keys and index not in trace.arg_dists:
-                trace.arg_dists[index] = GlobalInfo(pl, (Sbp("B"),) * len(pl.hierarchy))
+        for index in replicated:
+            trace.arg_dists[index] = GlobalInfo(pl, (Sbp("B"),) * len(pl.hierarchy))
     f = module.body.block.first_op
     block = f.body.block
     for index, info in trace.arg_dists.items():
@@ -434,7 +439,7 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
     for k, index in enumerate(mutated_args):
         outputs[first_mutated + k] = block.args[index].type
     f.function_type = FunctionType.from_lists([a.type for a in block.args], outputs)
-    infer_sbp(module, adopt_results=True)
+    infer_sbp(module, adopt_results=True, replicated_args=replicated)
     f = module.body.block.first_op
     out_dists = []
     for ty in f.function_type.outputs.data:

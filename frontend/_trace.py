@@ -8,14 +8,15 @@ the IR and compiled code sees their current values at every call.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType, i64
-from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
 _FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
 _local = threading.local()
@@ -70,7 +71,8 @@ class Trace:
         self.mutated: dict[int, tuple] = {}  # id -> (eager tensor, its data before the trace)
         self.arg_dists: dict[int, object] = {}  # argument index -> GlobalInfo of a global tensor
         self.placements: dict = {}  # placements named by traced to_global calls (ordered set)
-        self._global_values: dict[SSAValue, bool] = {}
+        self._placement_of: dict[SSAValue, object] = {}
+        self.tags: dict[str, Attribute] = {}  # attributes emit() puts on every op
 
     def __enter__(self) -> Trace:
         _stack().append(self)
@@ -94,31 +96,49 @@ class Trace:
             self.captured.append(tensor)
         return self._captured_ids[key]
 
-    def derives_from_global(self, value: SSAValue) -> bool:
-        """Whether `value` is computed from a global argument or a traced `to_global`: a
-        value of the global program, as opposed to a local one (a constant, a local input)."""
+    def placement_of(self, value: SSAValue):
+        """The placement (a PlacementAttr) of a value of a global program: that of the global
+        argument or traced `to_global` it is computed from (ops compute on one placement);
+        None for a local value (a constant, a local input)."""
         todo = [value]
         while todo:
             v = todo[-1]
-            if v in self._global_values:
+            if v in self._placement_of:
                 todo.pop()
                 continue
             if isinstance(v, BlockArgument):
-                self._global_values[v] = v.index in self.arg_dists
+                info = self.arg_dists.get(v.index)
+                self._placement_of[v] = None if info is None else info.placement.attr
                 todo.pop()
                 continue
             op = v.owner
             if op.name == "flow.redistribute":
-                self._global_values[v] = True
+                self._placement_of[v] = op.dist.placement
                 todo.pop()
                 continue
-            pending = [o for o in op.operands if o not in self._global_values]
+            pending = [o for o in op.operands if o not in self._placement_of]
             if pending:
                 todo.extend(pending)
                 continue
-            self._global_values[v] = any(self._global_values[o] for o in op.operands)
+            found = (self._placement_of[o] for o in op.operands)
+            self._placement_of[v] = next((p for p in found if p is not None), None)
             todo.pop()
-        return self._global_values[value]
+        return self._placement_of[value]
+
+    def derives_from_global(self, value: SSAValue) -> bool:
+        """Whether `value` is computed from a global argument or a traced `to_global`: a
+        value of the global program, as opposed to a local one (a constant, a local input)."""
+        return self.placement_of(value) is not None
+
+    @contextlib.contextmanager
+    def tagged(self, **attrs: Attribute) -> Iterator[None]:
+        """Within: every emitted op carries `attrs` (e.g. a pipeline's micro-batch)."""
+        saved = dict(self.tags)
+        self.tags.update(attrs)
+        try:
+            yield
+        finally:
+            self.tags = saved
 
     def mutate(self, tensor, new) -> None:
         """Record that eager `tensor` now holds `new` (a value of this trace).
@@ -153,6 +173,8 @@ class Trace:
         return value
 
     def emit(self, op: Operation, loc: tuple[str, int, int] | None) -> Operation:
+        if self.tags:
+            op.attributes.update(self.tags)
         if loc is not None:
             op.location = FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(loc[2]))
         self.block.add_op(op)

@@ -19,7 +19,7 @@ local operand of a global op is an error (convert it with `flow.to_global`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
@@ -222,12 +222,21 @@ def atomically(module: ModuleOp, rewrite: Callable[[ModuleOp], None]) -> None:
     work.body.move_blocks(module.body)
 
 
-def infer_sbp(module: ModuleOp, *, adopt_results: bool = False) -> None:
+def infer_sbp(
+    module: ModuleOp, *, adopt_results: bool = False, replicated_args: Sequence[int] = ()
+) -> None:
     """Run SBP inference on every function of `module`. With `adopt_results`, a result
-    declared local whose value is global is redeclared with the inferred distribution."""
+    declared local whose value is global is redeclared with the inferred distribution.
+    `replicated_args` are local arguments known to be the same on every rank (a traced
+    program's captured constants, such as learning rates): like constants, they become
+    broadcast tensors where global ops use them, on whichever placement that is."""
     for op in module.walk():
         if isinstance(op, func.FuncOp):
-            _Inference(adopt_results).run(op)
+            inference = _Inference(adopt_results)
+            if op.body.blocks.first is not None:
+                args = op.body.block.args
+                inference.replicated.update(args[i] for i in replicated_args if i < len(args))
+            inference.run(op)
 
 
 @dataclass(frozen=True)

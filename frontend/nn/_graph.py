@@ -8,7 +8,9 @@ function whose inputs and outputs include the parameters and optimizer state,
 compiles it, and later calls only run it; parameters and state are written
 back into the module's own tensors after each call, so `model.state_dict()`
 always shows the current values. Learning rates are inputs too, so a
-scheduler changing them needs no recompile.
+scheduler changing them needs no recompile. Modules set as pipeline stages
+(`module.to(flow.nn.graph.GraphModule).set_stage(...)`, see _pipeline.py) run
+their micro-batches in a pipeline schedule.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from .._jit import Compiled, Lowered, _flatten, _signature, _trace, _unflatten
 from .._tensor import Tensor
+from ._pipeline import check_stages
 
 
 class GraphConfig:
@@ -25,6 +28,7 @@ class GraphConfig:
 
     def __init__(self):
         self.gradient_accumulation_steps = 1
+        self.pipeline_schedule = "1f1b"
 
     def set_gradient_accumulation_steps(self, steps: int) -> None:
         """Split each batch into `steps` micro-batches along dim 0; one optimizer step per call."""
@@ -33,6 +37,18 @@ class GraphConfig:
                 f"set_gradient_accumulation_steps: expected an int >= 1, got {steps!r}"
             )
         self.gradient_accumulation_steps = steps
+
+    def set_pipeline_schedule(self, schedule: str) -> None:
+        """How pipeline stages order their micro-batches: "1f1b" (default: a stage keeps
+        the activations of at most as many micro-batches as there are stages after it) or
+        "gpipe" (every forward, then every backward)."""
+        from flow.lowering.pipeline_schedule import SCHEDULES
+
+        if schedule not in SCHEDULES:
+            raise ValueError(
+                f"set_pipeline_schedule: expected one of {', '.join(SCHEDULES)}, got {schedule!r}"
+            )
+        self.pipeline_schedule = schedule
 
 
 class Graph:
@@ -47,6 +63,7 @@ class Graph:
         self._schedulers: list = []
         self._compiled: dict[tuple, Compiled] = {}
         self._last_lowered: Lowered | None = None
+        self._stages: list = []  # placements of the pipeline stages, in order (see _pipeline)
         self._debug = False
 
     # ------------------------------------------------------------------ user API
@@ -69,7 +86,7 @@ class Graph:
         key = (_signature(leaves), self.target)
         compiled = self._compiled.get(key)
         if compiled is None:
-            lowered = _trace(self._traced_step(), type(self).__name__, args, born=self._new_state)
+            lowered = self._lower(args)
             if self._debug:
                 print(lowered.as_text())
             first = lowered.compile(self.target)
@@ -102,6 +119,20 @@ class Graph:
                 if not isinstance(group["lr"], Tensor):
                     group["lr"] = tensor(float(group["lr"]), dtype="float32")
 
+    def _lower(self, args) -> Lowered:
+        """Trace one step; a pipeline's module also lists its stages and schedule."""
+        self._stages = check_stages(self)
+        lowered = _trace(self._traced_step(), type(self).__name__, args, born=self._new_state)
+        if self._stages:
+            from xdsl.dialects.builtin import ArrayAttr, StringAttr
+
+            from flow.lowering.pipeline_schedule import SCHEDULE_ATTR, STAGES_ATTR
+
+            attrs = lowered.module.attributes
+            attrs[STAGES_ATTR] = ArrayAttr([pl.attr for pl in self._stages])
+            attrs[SCHEDULE_ATTR] = StringAttr(self.config.pipeline_schedule)
+        return lowered
+
     def _traced_step(self):
         """`_step`, carrying `build`'s signature so the IR names arguments like the user."""
         return functools.wraps(self.build)(lambda *args: self._step(*args))
@@ -114,16 +145,22 @@ class Graph:
             p.grad = None
         try:
             n = self.config.gradient_accumulation_steps
-            if n == 1:
+            if n == 1 and not self._stages:
                 out = self.build(*args)
             else:
-                outs = [self.build(*chunk) for chunk in _micro_batches(args, n)]
-                out = _merge_outputs(outs)
-                for p in params:
-                    if p.grad is not None:
-                        p.grad = p.grad / n
-            for opt in self._optimizers:
-                opt.step()
+                chunks = _micro_batches(args, n) if n > 1 else [args]
+                outs = []
+                for k, chunk in enumerate(chunks):
+                    with _phase("forward", k, self._stages):
+                        outs.append(self.build(*chunk))
+                with _phase("update", 0, self._stages):
+                    out = _merge_outputs(outs) if n > 1 else outs[0]
+                    for p in params:
+                        if p.grad is not None and n > 1:
+                            p.grad = p.grad / n
+            with _phase("update", 0, self._stages):
+                for opt in self._optimizers:
+                    opt.step()
         finally:
             for p, g in zip(params, saved_grads):
                 p.grad = g
@@ -148,8 +185,26 @@ class Graph:
             sch.step()
 
 
+def _phase(phase: str, micro_batch: int, stages: list):
+    """Tag what a pipeline's trace emits with its phase and micro-batch (else nothing)."""
+    import contextlib
+
+    from .._trace import current_trace
+
+    trace = current_trace()
+    if not stages or trace is None:
+        return contextlib.nullcontext()
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+
+    from flow.lowering.pipeline_schedule import MICRO_BATCH_ATTR, PHASE_ATTR
+
+    return trace.tagged(
+        **{PHASE_ATTR: StringAttr(phase), MICRO_BATCH_ATTR: IntegerAttr(micro_batch, i64)}
+    )
+
+
 def _trace_and_compile(graph: Graph, args) -> Compiled:
-    lowered = _trace(graph._traced_step(), type(graph).__name__, args, born=graph._new_state)
+    lowered = graph._lower(args)
     if lowered.born:
         raise RuntimeError(
             f"{type(graph).__name__}: optimizer state is still being created on the second step; "

@@ -145,6 +145,12 @@ class Module:
         )
 
     def __call__(self, *args, **kwargs):
+        stage = self.__dict__.get("_stage")
+        if stage is not None:  # a pipeline stage: arguments from elsewhere move to it
+            from ._pipeline import move_to_stage
+
+            args = tuple(move_to_stage(stage, a) for a in args)
+            kwargs = {k: move_to_stage(stage, v) for k, v in kwargs.items()}
         return self.forward(*args, **kwargs)
 
     # ------------------------------------------------------------------ registration
@@ -448,8 +454,13 @@ class Module:
             if p.grad is not None:
                 p.grad = None if set_to_none else Tensor._eager(np.zeros_like(p.grad.numpy()))
 
-    def to(self, *args, **kwargs) -> Module:
-        """`to(dtype)` casts float parameters and buffers in place; `to("cpu")` is a no-op."""
+    def to(self, *args, **kwargs):
+        """`to(dtype)` casts float parameters and buffers in place; `to("cpu")` is a no-op;
+        `to(flow.nn.graph.GraphModule)` returns the module's graph settings (pipeline stage)."""
+        from ._pipeline import GraphModule
+
+        if len(args) == 1 and not kwargs and args[0] is GraphModule:
+            return GraphModule(self)
         dt = _parse_to(args, dict(kwargs))
         if dt is not None:
             for t in [*self.parameters(), *self.buffers()]:

@@ -1,0 +1,208 @@
+"""`flow-pipeline-schedule{rank=R schedule=1f1b}`: order one pipeline stage's program.
+
+A pipeline-parallel training step is traced as one global program: each stage's
+modules compute on the stage's placement, activations and their gradients
+cross stages as placement changes (send / recv after `flow-partition`), and the
+micro-batches of gradient accumulation follow one another. The tracer tags
+every op with its micro-batch (`micro_batch = k`) and phase (`pipeline_phase =
+"forward" | "backward" | "update"`), and the module lists the stage placements
+in order (`pipeline_stages = [#flow.placement<...>, ...]`) and may name the
+schedule (`pipeline_schedule = "gpipe"`; the pass option `schedule` wins).
+
+After `flow-partition{rank=R}` rank R's program holds only its stage's ops;
+this pass reorders them into the schedule's order of (phase, micro-batch)
+slots, for stage `s` of `p` with `m` micro-batches:
+
+* `gpipe`: every forward, then every backward: F0 … F(m-1), B0 … B(m-1);
+* `1f1b` (default): `w = min(p - s - 1, m)` warm-up forwards, then one forward
+  and one backward in turn, then the remaining backwards:
+  F0 … F(w-1), F(w) B0, F(w+1) B1, …, B(m-w) … B(m-1). A stage then holds the
+  activations of at most `p - s` micro-batches instead of `m`.
+
+The optimizer update comes last. Untagged ops (what partitioning and boxing
+added: receives, sends, conversions) take the slot of their earliest user, so
+a receive waits until its value is needed; ops without users (sends) follow
+their operands, so activations leave as soon as they are made. Within those
+constraints the order is a topological sort by slot, then original position.
+Every transfer has its own message tag (flow-partition), so the stages'
+different orders still pair each send with its receive; sends never wait.
+
+The pass removes the tags and the stage list, so nothing of ours crosses to
+IREE. Without a stage list it only removes tags. `peak_live_bytes` measures
+the activation memory an order needs (bytes of values alive at once).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
+from xdsl.ir import Operation, SSAValue
+from xdsl.passes import ModulePass
+
+from flow.dialect.attrs import PlacementAttr
+
+from .infer_sbp import fail
+
+MICRO_BATCH_ATTR = "micro_batch"
+PHASE_ATTR = "pipeline_phase"
+STAGES_ATTR = "pipeline_stages"
+SCHEDULE_ATTR = "pipeline_schedule"
+PHASES = ("forward", "backward", "update")
+SCHEDULES = ("1f1b", "gpipe")
+
+
+def schedule_slots(schedule: str, stages: int, stage: int, micro_batches: int) -> list:
+    """The (phase, micro-batch) slots of `stage` (of `stages`) in execution order."""
+    m = micro_batches
+    fwd = [("forward", k) for k in range(m)]
+    bwd = [("backward", k) for k in range(m)]
+    if schedule == "gpipe":
+        order = fwd + bwd
+    elif schedule == "1f1b":
+        w = min(stages - stage - 1, m)
+        order = fwd[:w]
+        for i in range(m - w):
+            order += [fwd[w + i], bwd[i]]
+        order += bwd[m - w :]
+    else:
+        raise ValueError(f"unknown pipeline schedule {schedule!r}; known: {', '.join(SCHEDULES)}")
+    return order + [("update", 0)]
+
+
+def _tag(op: Operation) -> tuple[str, int] | None:
+    phase = op.attributes.get(PHASE_ATTR)
+    if not isinstance(phase, StringAttr):
+        return None
+    if phase.data == "update":
+        return ("update", 0)
+    mb = op.attributes.get(MICRO_BATCH_ATTR)
+    return (phase.data, mb.value.data if isinstance(mb, IntegerAttr) else 0)
+
+
+def _strip(op: Operation) -> None:
+    for inner in op.walk():
+        inner.attributes.pop(PHASE_ATTR, None)
+        inner.attributes.pop(MICRO_BATCH_ATTR, None)
+
+
+def _reorder(f: func.FuncOp, order: list) -> None:
+    block = f.body.block
+    ops = list(block.ops)
+    body, ret = ops[:-1], ops[-1]
+    slot_of = {s: i for i, s in enumerate(order)}
+    last = len(order)
+    slots: dict[Operation, int] = {}
+    for op in body:
+        tag = _tag(op)
+        if tag is not None:
+            if tag not in slot_of:
+                raise fail(op, f"is tagged {tag[0]} of micro-batch {tag[1]}, outside the schedule")
+            slots[op] = slot_of[tag]
+    for op in reversed(body):  # untagged: the slot of the earliest user
+        if op in slots:
+            continue
+        users = [u.operation for r in op.results for u in r.uses]
+        found = [slots.get(u, last if u is ret else None) for u in users]
+        known = [s for s in found if s is not None]
+        if known:
+            slots[op] = min(known)
+    for op in body:  # no users: right after the operands
+        if op not in slots:
+            found = [slots.get(o.owner, -1) if isinstance(o.owner, Operation) else -1
+                     for o in op.operands]  # fmt: skip
+            slots[op] = max(found, default=-1)
+    position = {op: i for i, op in enumerate(body)}
+    waiting = {op: 0 for op in body}
+    users: dict[Operation, list[Operation]] = {op: [] for op in body}
+    for op in body:
+        producers = {o.owner for o in op.operands if o.owner in position}
+        waiting[op] = len(producers)
+        for p in producers:
+            users[p].append(op)
+    ready = [(slots[op], position[op], op) for op in body if waiting[op] == 0]
+    heapq.heapify(ready)
+    scheduled = []
+    while ready:
+        _, _, op = heapq.heappop(ready)
+        scheduled.append(op)
+        for u in users[op]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, (slots[u], position[u], u))
+    assert len(scheduled) == len(body), "the block is not in SSA dominance order"
+    for op in body:
+        op.detach()
+    for op in scheduled:
+        block.insert_op_before(op, ret)
+
+
+def pipeline_schedule(module: ModuleOp, rank: int | None, schedule: str = "") -> None:
+    """Reorder rank `rank`'s stage program (see the module docstring); strip the tags.
+    `schedule` defaults to the module's `pipeline_schedule` attribute, else 1f1b."""
+    stages_attr = module.attributes.pop(STAGES_ATTR, None)
+    named = module.attributes.pop(SCHEDULE_ATTR, None)
+    if not schedule:
+        schedule = named.data if isinstance(named, StringAttr) else "1f1b"
+    if schedule not in SCHEDULES:
+        raise ValueError(f"unknown pipeline schedule {schedule!r}; known: {', '.join(SCHEDULES)}")
+    if isinstance(stages_attr, ArrayAttr) and rank is not None:
+        stages = [p for p in stages_attr.data if isinstance(p, PlacementAttr)]
+        mine = [i for i, p in enumerate(stages) if rank in p.rank_list]
+        if mine:
+            for f in module.walk():
+                if isinstance(f, func.FuncOp) and f.body.blocks.first is not None:
+                    tags = [t for op in f.body.block.ops if (t := _tag(op)) is not None]
+                    m = 1 + max((k for _, k in tags), default=0)
+                    _reorder(f, schedule_slots(schedule, len(stages), mine[0], m))
+    _strip(module)
+
+
+def peak_live_bytes(f: func.FuncOp) -> int:
+    """The most bytes of tensor values alive at once when `f`'s ops run in block order
+    (arguments included: a lower bound on what its activations need)."""
+
+    def size(v: SSAValue) -> int:
+        ty = v.type
+        if not isinstance(ty, TensorType):
+            return 0
+        n = 1
+        for d in ty.get_shape():
+            n *= max(int(d), 0)
+        width = getattr(ty.element_type, "bitwidth", None) or 32
+        return n * max(1, int(width) // 8)
+
+    block = f.body.block
+    ops = list(block.ops)
+    last_use: dict[SSAValue, int] = {}
+    for i, op in enumerate(ops):
+        for o in op.operands:
+            last_use[o] = i
+    live = sum(size(a) for a in block.args)
+    dies: dict[int, int] = {}
+    for a in block.args:
+        dies[last_use.get(a, -1)] = dies.get(last_use.get(a, -1), 0) + size(a)
+    peak = live
+    for i, op in enumerate(ops):
+        for r in op.results:
+            live += size(r)
+            end = last_use.get(r, i)
+            dies[end] = dies.get(end, 0) + size(r)
+        peak = max(peak, live)
+        live -= dies.pop(i, 0)
+    return peak
+
+
+@dataclass(frozen=True)
+class PipelineSchedulePass(ModulePass):
+    """Order a pipeline stage's program by its schedule (see the module docstring)."""
+
+    name = "flow-pipeline-schedule"
+    rank: int = -1
+    schedule: str = ""  # default: the module's pipeline_schedule attribute, else 1f1b
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        pipeline_schedule(op, None if self.rank < 0 else self.rank, self.schedule)
