@@ -16,7 +16,10 @@ autograd's graph (a variable, a parameter, optimizer state, a `.grad`; counted w
 form cycles that only the cyclic collector frees); and the tensors a not yet run
 `backward()` will read (inputs and outputs of autograd nodes not freed, reachable from
 those). After a flush nothing that user code can still read is pending, so graphs do
-not grow across steps. Pending tensors left out are garbage, or recomputed if read.
+not grow across steps — except the `.grad` of a parameter whose optimizer update the
+flush computes: outputting it would keep the compiled step from fusing the gradient into
+the update, and `zero_grad` usually drops it unread; it is computed only when read
+(recomputing the step). Pending tensors left out are garbage, or recomputed if read.
 
 **Bounds.** A parameter (a leaf requiring grad) whose value is pending because of an
 in-place update and which a differentiable op then reads marks the start of the next
@@ -169,7 +172,7 @@ class LazyValue:
     """
 
     __slots__ = ("prim", "args", "params", "key", "fvalue", "shape", "dtype", "loc", "seq",
-                 "value", "rebound", "__weakref__")  # fmt: skip
+                 "value", "rebound", "deferred", "__weakref__")  # fmt: skip
 
     def materialize(self, tensor) -> np.ndarray:
         """`tensor`'s array, computing this node (and what else is pending) if needed."""
@@ -345,7 +348,7 @@ def _node(prim, args: tuple, params: dict) -> LazyValue:
         node.fvalue = params["value"]
     else:
         node.key, node.fvalue = (prim.name, frozen), _NO
-    node.value, node.rebound, node.seq = None, False, _seq
+    node.value, node.rebound, node.deferred, node.seq = None, False, False, _seq
     _seq += 1
     _ops_pending += 1
     _counters["ops"] += 1

@@ -63,15 +63,29 @@ def _pending(t) -> LazyValue | None:
     return None  # concrete, traced, computed, or a constant (recomputed for free)
 
 
+def _defer_consumed_grads(live: list) -> None:
+    """Mark the pending `.grad` of parameters whose pending in-place update (an optimizer
+    step) this flush computes as computed only when read: `zero_grad` usually drops them
+    unread, while as outputs they would keep the compiled step from fusing each weight
+    gradient into its update."""
+    for p in live:
+        b, g = p._buf, p.grad
+        if (b.__class__ is LazyValue and b.rebound and b.value is None and p._node is None
+                and g is not None and _pending(g) is not None):  # fmt: skip
+            g._buf.deferred = True
+
+
 def _roots(requested: list, req_tensors: list) -> list[LazyValue]:
     """The nodes a flush outputs: requested, referenced from outside autograd, or saved
     by autograd nodes not freed yet (a later backward() reads them)."""
     roots, seen = list(requested), {id(n) for n in requested}
     graphs = list(req_tensors)
     tensors = _alive()
-    for t in _live(tensors) if tensors else ():
+    live = _live(tensors) if tensors else []
+    _defer_consumed_grads(live)
+    for t in live:
         b = _pending(t)
-        if b is not None and id(b) not in seen:
+        if b is not None and not b.deferred and id(b) not in seen:
             seen.add(id(b))
             roots.append(b)
         graphs.append(t)
