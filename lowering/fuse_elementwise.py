@@ -148,7 +148,12 @@ def _fuse(group: _Group, order: dict[Operation, int]) -> FusedOp | None:
             owner = v.owner
             if owner in inside:
                 continue
-            if isinstance(owner, Operation) and owner.parent is block and _is_leaf(owner):
+            if (
+                isinstance(owner, Operation)
+                and owner.parent is block
+                and _is_leaf(owner)
+                and not any(o.owner in inside for o in owner.operands)
+            ):
                 leaves[owner] = None
                 inputs.update(dict.fromkeys(owner.operands))
             else:
