@@ -6,7 +6,7 @@ import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
-from . import _dtypes
+from . import _dtypes, _lazy
 from ._lazy import LazyValue
 
 
@@ -171,9 +171,7 @@ class Tensor:
     def detach(self) -> Tensor:
         """The same value, cut from the autograd graph (shares memory when eager)."""
         if self._buf.__class__ is LazyValue:
-            from ._lazy import alias
-
-            return alias(self, copy=False)
+            return _lazy.alias(self, copy=False)
         t = object.__new__(Tensor)
         t._buf, t._value, t._trace = self._buf, self._value, self._trace
         t._requires_grad, t._node, t.grad = False, None, None
@@ -254,9 +252,7 @@ class Tensor:
         if self._buf is None:
             return self  # traced values are immutable
         if self._buf.__class__ is LazyValue:
-            from ._lazy import alias
-
-            return alias(self, copy=True)
+            return _lazy.alias(self, copy=True)
         t = Tensor._eager(self._data.copy())
         if getattr(self, "_dist", None) is not None:
             t._shape, t._dist = self._shape, self._dist
@@ -288,14 +284,10 @@ class Tensor:
         if self._trace is not None and new._trace is None:
             new = new._lifted_into(self._trace)
         if new._buf.__class__ is LazyValue:  # under flow.lazy: the value is pending
-            from ._lazy import rebind
-
-            rebind(self, new)
+            _lazy.rebind(self, new)
             return self
         if isinstance(self._buf, np.ndarray) and self._buf.flags.writeable:
-            from ._lazy import before_host_write
-
-            before_host_write(self._buf)
+            _lazy.before_host_write(self._buf)
             self._buf[...] = new._data  # writes through to arrays sharing this memory
         else:
             self._data = None if new._data is None else np.array(new._data)
@@ -316,9 +308,7 @@ class Tensor:
             data = self._data if self._data.flags.writeable else np.array(self._data)
             v = value.numpy() if isinstance(value, Tensor) else value
             if data is self._buf:
-                from ._lazy import before_host_write
-
-                before_host_write(data)
+                _lazy.before_host_write(data)
             try:
                 data[index] = np.asarray(v).astype(self._dtype.np_dtype, copy=False)
             except (IndexError, ValueError, TypeError) as err:
