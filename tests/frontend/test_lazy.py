@@ -219,6 +219,16 @@ def test_values_are_computed_when_python_needs_them(capsys):
     assert "tensor([ 0., 20., 40.]" in capsys.readouterr().out
 
 
+def test_as_a_decorator_results_come_back_computed():
+    @flow.lazy()
+    def f(x):
+        return (x * 2).sum(), x + 1
+
+    total, plus = f(flow.ones(3))
+    assert isinstance(total._buf, np.ndarray) and isinstance(plus._buf, np.ndarray)
+    assert total.item() == 6 and plus.tolist() == [2, 2, 2]
+
+
 def test_errors_raise_at_the_call_site():
     flushes = flow.lazy_stats().flushes
     with flow.lazy():
