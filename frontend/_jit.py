@@ -261,12 +261,13 @@ class Compiled:
 
 class _DriverTrial:
     """Runs a cpu program's first calls on `local-task` and `local-sync` in turn, then keeps
-    the faster driver. Worker threads pay off on big kernels (the MLP step), while a program
-    of many small dispatches runs faster on the calling thread, without waking workers for
-    each one (the LeNet step: 2x). Results are host memory on both drivers, so parameters
+    local-sync if it is clearly faster (by MARGIN), else local-task. Worker threads pay off on
+    big kernels (the MLP step), while a program of many small dispatches runs faster on the
+    calling thread, without waking workers for each one (the LeNet step: 2x). Results are host memory on both drivers, so parameters
     stay resident across the switch. Skipped when `FLOW_CPU_DRIVER` names a driver."""
 
     SAMPLES = 5  # timed calls per driver, after one untimed first call
+    MARGIN = 0.75  # local-sync must be this much faster: a burst of load must not flip a choice
 
     @staticmethod
     def applies(fn) -> bool:
@@ -299,7 +300,8 @@ class _DriverTrial:
         if all(len(ts) >= self.SAMPLES for ts in self._times.values()):
             import statistics
 
-            best = min(self._times, key=lambda d: statistics.median(self._times[d]))
+            task, sync = (statistics.median(self._times[d]) for d in ("local-task", "local-sync"))
+            best = "local-sync" if sync < self.MARGIN * task else "local-task"
             self._best = self._compiled._fn = self._fns[best]
             self.module = self._best.module
             self._fns = {}
