@@ -40,11 +40,15 @@ class Target:
 #   inner-tiled (209/189 GFLOP/s on matmuls, but the MLP step fails to compile), the
 #   dispatch-creation data-tiling path (no gain), ukernels=all, the LLVM inner_tiled ukernels
 #   and `--iree-opt-level=O3` (within noise; O3 fails the MLP step: "operand #0 does not
-#   dominate this use"), `target-cpu=sapphirerapids` (~5% slower than host). `host` resolves to
-#   a CPU with AMX that this VM lacks, and IREE refuses `host` with an explicit feature list
-#   ("-amx-tile"); no AMX instruction is emitted for f32 or bf16, so `host` stays.
-#   Runtime driver: local-task (worker threads) beats local-sync on the MLP step on 2 cores;
-#   the launcher picks local-sync when ranks fill the cores (runtime.py).
+#   dominate this use"), `target-cpu=sapphirerapids` (~5% slower than host). `host` names
+#   emeraldrapids, whose AMX this VM lacks, but the host feature list IREE resolves carries
+#   `-amx-tile,-amx-int8,-amx-bf16` (the OS does not enable AMX), and no AMX instruction is
+#   emitted for f32 or bf16 matmuls; IREE refuses `host` with an explicit feature list, so
+#   `host` stays.
+#   Runtime driver: local-task; flow.jit / nn.Graph programs try local-sync on their first
+#   calls and keep it when clearly faster (frontend/_jit.py: many small dispatches, e.g. the
+#   LeNet step 2.7 -> 1.4 ms, a tiny call 45 -> 23 us), and the launcher picks local-sync when
+#   ranks fill the cores (runtime.py).
 # * cpu/cuda/rocm: IREE demotes f64 to f32 by default, which changes the function signature
 #   and breaks float64 tensors; keep f64 where the hardware has it.
 # * cuda: sm_80; sm_90/sm_90a/sm_100 fail to compile in 3.13 ("missing GPU target").
