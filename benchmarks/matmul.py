@@ -31,7 +31,7 @@ def bench_size(n: int, rounds: int, torch, jax) -> dict[str, float]:
         jmm = jax.jit(lambda x, y: x @ y)
         ja, jb = jax.numpy.asarray(a), jax.numpy.asarray(b)
         fns["jax.jit"] = lambda: jmm(ja, jb).block_until_ready()
-    secs = interleaved(fns, rounds=rounds, number=3 if n <= 1024 else 1)
+    secs = interleaved(fns, rounds=rounds, number=3 if n <= 1024 else 1, warmup=12)
     return {name: 2 * n**3 / t / 1e9 for name, t in secs.items()}
 
 
