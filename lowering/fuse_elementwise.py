@@ -3,9 +3,10 @@
 Each group becomes one `flow.fused` and, after `flow-lower-to-linalg`, one
 `linalg.generic`: one loop nest that reads each input once and writes each
 result once, instead of one loop nest and one intermediate tensor per op.
-IREE fuses elementwise dispatches on its own, so the run-time gain is small;
-the IR handed to IREE gets several times smaller, which makes lowering,
-printing and IREE's compile faster.
+IREE fuses elementwise dispatches on its own, so run time barely changes;
+the IR handed to IREE gets several times smaller, which makes lowering and
+printing faster and, on long chains, IREE's compile too (a 5,000-op chain
+compiles ~4x faster).
 
 What is fused (per block, in program order):
 
