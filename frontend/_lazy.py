@@ -37,9 +37,9 @@ dtypes, and the outputs. Floating `full` values (Python scalars such as a learni
 rate) start as constants; when a program is seen again with a different value at a
 position, it is recompiled once with that value as an input, and never again for it
 (a scheduler's first change costs one recompile; an lr kept as a 0-d tensor none:
-filling a small tensor in place keeps it a concrete input). A program below `min_ops`
-(default 16) ops runs on numpy the first time it is seen, so one-off work does not
-compile; it compiles when seen again.
+filling a small tensor in place keeps it a concrete input). A program of fewer than
+`min_ops` (default 16) ops runs on numpy, eager's kernels, instead: compiling it would
+cost more than it saves. Either way a program always runs the same way (same bits).
 
 **Semantics kept and not.** Random ops draw their keys when recorded, so numbers equal
 eager ones. An in-place op makes the tensor's value pending; when it is computed, the
@@ -97,8 +97,8 @@ class LazyStats:
 
     `ops`: primitives recorded; `flushes`: pending graphs computed; `compiles`: programs
     lowered and compiled (cache misses); `cache_hits`: runs of an already compiled
-    program; `interpreted`: runs on numpy (first sight of a small program, or a
-    fallback); `fallbacks`: programs whose compilation failed (they run on numpy).
+    program; `interpreted`: runs on numpy (a small program, or a fallback); `fallbacks`:
+    programs whose compilation failed (they run on numpy).
     """
 
     ops: int = 0
@@ -129,8 +129,8 @@ class lazy(contextlib.ContextDecorator):  # noqa: N801  (used like flow.no_grad)
     """`with flow.lazy():` records eager ops and compiles them when values are needed.
 
     `enabled=False` turns lazy mode off inside (e.g. under `FLOW_LAZY=1`); `min_ops`
-    sets the size below which a program runs on numpy the first time it is seen (0:
-    compile everything). Leaving the outermost block computes what is still pending.
+    sets the size below which a program runs on numpy instead of compiling (0: compile
+    everything). Leaving the outermost block computes what is still pending.
     """
 
     def __init__(self, enabled: bool = True, *, min_ops: int | None = None):

@@ -4,8 +4,9 @@
 nodes they need in recording order, and keys the program by its structure: the op
 sequence with static parameters and operand wiring, the shapes and dtypes of its
 inputs (every concrete array read), and its outputs. `_Programs` keeps one entry per
-key: a compiled function, or the decision to run on numpy (a small program seen once,
-or one that failed to compile), plus which float `full` values are inputs.
+key: a compiled function, or the decision to run on numpy (a program that failed to
+compile), plus which float `full` values are inputs. Programs below `min_ops` ops always
+run on numpy, uncached.
 """
 
 from __future__ import annotations
@@ -186,7 +187,7 @@ def _same(a, b) -> bool:
 
 @dataclass
 class _Entry:
-    fn: object = None  # the compiled function, or None: run on numpy
+    fn: object = None  # the compiled function (None when compilation failed)
     failed: bool = False  # compilation failed: always numpy
     dynamic: tuple = ()  # per float `full`: whether its value is an input
     fvals: tuple = ()  # the float `full` values it was compiled (or run) with
@@ -199,6 +200,9 @@ class _Programs:
         self.entries: OrderedDict[tuple, _Entry] = OrderedDict()
 
     def run(self, key, order, leaves, roots, fvals) -> list[np.ndarray]:
+        if len(order) < L._min_ops():  # compiling would cost more than it saves
+            _count(interpreted=1)
+            return _interpret(order, leaves, roots)
         entry = self.entries.get(key)
         if entry is not None:
             self.entries.move_to_end(key)
@@ -210,15 +214,11 @@ class _Programs:
         elif entry is not None and entry.failed:
             _count(interpreted=1)
             return _interpret(order, leaves, roots)
-        elif entry is None and len(order) < L._min_ops():
-            self._store(key, _Entry(fvals=fvals))
-            _count(interpreted=1)
-            return _interpret(order, leaves, roots)
         # compile; positions whose value changed since last time become inputs
         dynamic = tuple(False for _ in fvals)
         if entry is not None:
-            old = entry.dynamic or dynamic
-            dynamic = tuple(d or not _same(a, b) for d, a, b in zip(old, fvals, entry.fvals))
+            dynamic = tuple(d or not _same(a, b)
+                            for d, a, b in zip(entry.dynamic, fvals, entry.fvals))  # fmt: skip
         new = _Entry(dynamic=dynamic, fvals=fvals)
         try:
             new.fn = _compile(order, leaves, roots, dynamic)

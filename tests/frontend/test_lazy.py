@@ -295,14 +295,13 @@ def test_unsupported_work_runs_as_without_lazy_mode():
         assert isinstance((t + 1)._buf, np.ndarray)
 
 
-def test_small_programs_run_on_numpy_until_seen_again():
+def test_small_programs_run_on_numpy():
     before = flow.lazy_stats()
     with flow.lazy():
         for i in range(3):
             (flow.full((3,), float(i)) * 2 + 1).numpy()
     after = flow.lazy_stats()
-    assert (after.interpreted - before.interpreted, after.compiles - before.compiles) == (1, 1)
-    assert after.cache_hits - before.cache_hits == 1
+    assert (after.interpreted - before.interpreted, after.compiles - before.compiles) == (3, 0)
 
 
 def test_env_knob_turns_lazy_mode_on(tmp_path):
