@@ -16,10 +16,10 @@ computes on one core (`FLOW_CPU_DRIVER=local-sync`). Rank 0 prints:
   (b) at run time: the peak of IREE's device allocator statistics, from a fresh run of this
   script per schedule (the peak cannot be reset); freed buffers stay in IREE's caching pool,
   so this is the memory IREE holds. Process RSS would mostly measure the compiler, the
-  libraries and what malloc keeps, so it is not used. IREE orders the compute of a stage
-  by data dependencies only (send / recv are chained in program order, the compute between
-  them is not), and it gathers a stage's backward work after its last receive: the run-time
-  peak therefore does not follow the schedule, while the static one shows what it intends;
+  libraries and what malloc keeps, so it is not used. The run-time order follows the
+  schedule because flow-pipeline-schedule fences each slot's results into the chain of
+  sends and receives (IREE would otherwise put a stage's backward work off until its last
+  receive); the allocator peak still includes IREE's cached pool and transient buffers;
 * the bubble: theoretical (p-1)/(m+p-1) for p stages and m micro-batches, and measured,
   1 - (T/n)/T_step for n ranks, with T the same step without stages on one rank: T_one on
   rank 0 alone (the other ranks sleep), and T_all on every rank at once, which also counts
@@ -227,10 +227,7 @@ def report(setup: Setup, times, static, runtime) -> None:
         g, f = runtime.get("gpipe"), runtime.get("1f1b")
         row(f"IREE allocator peak, MiB, rank {r}",
             None if g is None else g[r] / MIB, None if f is None else f[r] / MIB)  # fmt: skip
-    print(
-        "  (the run-time peak need not follow the schedule: IREE orders a stage's compute by "
-        "data dependencies only; see the docstring)"
-    )
+    print("  (the allocator peak includes IREE's caching pool and transients; see the docstring)")
     theory = (p - 1) / (m + p - 1)
     pct("bubble, theoretical (p-1)/(m+p-1)", theory, theory)
     for key, what in (("one", "T_one"), ("all", "T_all")):

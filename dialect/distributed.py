@@ -34,6 +34,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -559,6 +560,30 @@ class RecvOp(IRDLOperation):
         _check_tag(self, self.tag)
 
 
+@irdl_op_definition
+class FenceOp(IRDLOperation):
+    """Have these local values computed here, in the order of the program's transfers:
+    `flow.fence %a, %b : tensor<4xf32>, tensor<8xf32>`.
+
+    Between sends and receives a compiler orders compute by data dependencies only, so
+    it may put off work whose results are needed only at the end (a pipeline stage's
+    weight gradients, and with them the activations they read). A fence ties its
+    values into the chain of sends and receives: they are ready before the next
+    transfer starts. flow-pipeline-schedule places one at the end of each micro-batch
+    slot, which is what bounds 1F1B's activation memory at run time.
+    """
+
+    name = "flow.fence"
+    values = var_operand_def(TensorType)
+    assembly_format = "$values attr-dict `:` type($values)"
+
+    def verify_(self) -> None:
+        if not self.values:
+            raise _err(self.name, "expected at least one value")
+        for i, v in enumerate(self.values):
+            _local(self.name, f"value #{i}", v.type)
+
+
 MAX_TAG = 32767
 """The largest message tag every MPI implementation accepts."""
 
@@ -587,7 +612,7 @@ def mesh_props(placement: PlacementAttr, axis: int, **dims: int) -> dict[str, At
 GLOBAL_OPS: tuple[type[IRDLOperation], ...] = (BoxingOp, ToLocalOp, ToGlobalOp, RedistributeOp)
 COLLECTIVE_OPS: tuple[type[IRDLOperation], ...] = (
     AllReduceOp, AllGatherOp, ReduceScatterOp, AllToAllOp, LocalSliceOp, LocalPartialOp,
-    SendOp, RecvOp,
+    SendOp, RecvOp, FenceOp,
 )  # fmt: skip
 OPS: tuple[type[IRDLOperation], ...] = GLOBAL_OPS + COLLECTIVE_OPS
 ATTRS: tuple = ()

@@ -210,6 +210,18 @@ class _Lowering:
         self.tokens[block] = call.results[-1]
         return call.results[0] if result is not None else None
 
+    def fence(self, x: SSAValue) -> None:
+        """A comm.fence call: `x` computed before the next send / receive / fence."""
+        symbol = comm_symbol("fence", x.type)
+        if symbol not in self.declared:
+            self.declared[symbol] = func.FuncOp.external(symbol, [x.type, i32], [i32])
+        assert self.at is not None and self.at.parent is not None
+        block = self.at.parent
+        after = self.tokens.get(block)
+        if after is None:
+            after = self.constant(0)
+        self.tokens[block] = self.emit(func.CallOp(symbol, [x, after], [i32])).results[0]
+
     def along(self, name: str, x: SSAValue, dim: int, result: TensorType, group: int) -> SSAValue:
         """A dim-0 collective applied along `dim` (transposes around the call)."""
         assert isinstance(x.type, TensorType)
@@ -244,6 +256,10 @@ class _Lowering:
             return op.operand if self.coord(op) == 0 else self.zeros(op.result.type)
         if isinstance(op, dd.SendOp):
             self.p2p("send", op.operand, None, op.peer.value.data, dd.message_tag(op))
+            return None
+        if isinstance(op, dd.FenceOp):
+            for v in op.values:
+                self.fence(v)
             return None
         if isinstance(op, dd.RecvOp):
             like = self.zeros(op.result.type)

@@ -27,6 +27,12 @@ constraints the order is a topological sort by slot, then original position.
 Every transfer has its own message tag (flow-partition), so the stages'
 different orders still pair each send with its receive; sends never wait.
 
+IREE orders compute between transfers by data dependencies only and would put
+off what is needed only at the end (weight gradients, and the activations they
+read) until then; so after each slot a `flow.fence` ties what the slot computes
+for later slots into the chain of transfers, and the run-time order (and
+activation memory) follows the schedule.
+
 The pass removes the tags and the stage list, so nothing of ours crosses to
 IREE. Without a stage list it only removes tags. `peak_live_bytes` measures
 the activation memory an order needs (bytes of values alive at once).
@@ -43,7 +49,8 @@ from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, 
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
-from flow.dialect.attrs import PlacementAttr
+from flow.dialect import distributed as dd
+from flow.dialect.attrs import PlacementAttr, dist_of
 
 from .infer_sbp import fail
 
@@ -138,6 +145,41 @@ def _reorder(f: func.FuncOp, order: list) -> None:
         op.detach()
     for op in scheduled:
         block.insert_op_before(op, ret)
+    _fence_slots(scheduled, slots, last - 1)  # the update (last slot) needs none
+
+
+def _fence_slots(scheduled: list[Operation], slots: dict[Operation, int], update: int) -> None:
+    """After each slot's ops, a flow.fence on what the slot computes for later slots (a
+    slot's results that no transfer of the slot consumes), so that IREE computes them
+    there rather than where they are finally used."""
+    runs: list[list[Operation]] = []
+    for op in scheduled:
+        if runs and slots[runs[-1][-1]] == slots[op]:
+            runs[-1].append(op)
+        else:
+            runs.append([op])
+    for run in runs:
+        if slots[run[0]] >= update:
+            continue
+        inside = set(run)
+        values = []
+        for op in run:
+            if isinstance(op, (dd.RecvOp, dd.SendOp, dd.FenceOp)):
+                continue
+            for r in op.results:
+                users = [u.operation for u in r.uses]
+                if not isinstance(r.type, TensorType) or dist_of(r.type) is not None:
+                    continue
+                if any(isinstance(u, dd.SendOp) and u in inside for u in users):
+                    continue  # the send already waits for it
+                if any(u not in inside for u in users):
+                    values.append(r)
+        if values:
+            fence = dd.FenceOp(operands=[values])
+            fence.location = run[-1].location
+            block = run[-1].parent
+            assert block is not None
+            block.insert_op_after(fence, run[-1])
 
 
 def pipeline_schedule(module: ModuleOp, rank: int | None, schedule: str = "") -> None:

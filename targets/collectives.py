@@ -39,10 +39,12 @@ group; "dim 0" is the leading dimension, other dimensions are the caller's trans
                                     messages between two ranks with one tag arrive in order
 ``recv(like, peer, tag, after, g)`` a tensor shaped like ``like`` (contents ignored), and a
                                     token
+``fence(x, after)``                  returns a token once ``x`` is computed (no data moves):
+                                    ties compute into the chain of sends and receives
 ``barrier(group)``                  no tensor, no result
 ==================================  =====================================================
 
-``after`` is the token of the previous send or receive (any i32 for the first): the chain
+``after`` is the token of the previous send, receive or fence (any i32 for the first): the chain
 makes the program's point-to-point calls data-dependent, so the compiler keeps them in
 program order (it may otherwise hoist a receive, which waits, above a send that a peer
 needs first). The token returned is ``after + 1``.
@@ -514,6 +516,10 @@ def _recv(
     return dst.ref, after + 1
 
 
+def _fence(self: _CommModule, ref: rt.VmRef, after: int) -> int:
+    return after + 1  # the call itself waits for `ref`: the runtime passes it when computed
+
+
 def _barrier(self: _CommModule, group: int) -> None:
     self.member(group).Barrier()
 
@@ -576,6 +582,7 @@ COLLECTIVES: dict[str, Collective] = {
         Collective("broadcast", ("root", "group"), True, True, _broadcast),
         Collective("send", ("peer", "tag", "after", "group"), True, False, _send, True),
         Collective("recv", ("peer", "tag", "after", "group"), True, True, _recv, True),
+        Collective("fence", ("after",), True, False, _fence, True),
         Collective("barrier", ("group",), False, False, _barrier),
     )
 }  # fmt: skip
@@ -711,6 +718,7 @@ class _Watchdog:
 
 
 _watchdog = _Watchdog()
+_NEVER_WAIT = ("send", "fence")  # calls that wait for no peer
 
 
 class _CommModule:
@@ -748,6 +756,6 @@ def create_module(
     names = {c.name: c for c in COLLECTIVES.values()}
     names.update({n: COLLECTIVES[n.split(".", 1)[0]] for n in imported_collectives(vmfb)})
     for name, c in sorted(names.items()):
-        impl = c.impl if c.name == "send" else _watchdog.watch(c.impl, c.name)  # sends never wait
+        impl = c.impl if c.name in _NEVER_WAIT else _watchdog.watch(c.impl, c.name)
         iface.export(name, c.cconv, impl)
     return iface.create(), iface

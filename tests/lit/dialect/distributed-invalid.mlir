@@ -223,3 +223,11 @@ func.func @send_tag(%x: tensor<4xf32>) {
   flow.send %x, peer = 1, tag = 40000 : tensor<4xf32>
   return
 }
+
+// -----
+
+// CHECK: 'flow.fence' op expected value #0 to be a local tensor (no #flow.dist), got tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>>
+func.func @fence_global(%x: tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>>) {
+  flow.fence %x : tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[B]>>>
+  return
+}

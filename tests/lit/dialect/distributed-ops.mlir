@@ -58,6 +58,7 @@ func.func @uneven(%x: !u) {
 // CHECK-NEXT:    flow.recv peer = 0 : tensor<8x4xf32>
 // CHECK-NEXT:    flow.send %[[X]], peer = 1, tag = 7 : tensor<8x4xf32>
 // CHECK-NEXT:    flow.recv peer = 0, tag = 7 : tensor<8x4xf32>
+// CHECK-NEXT:    flow.fence %[[X]], %{{.*}} : tensor<8x4xf32>, tensor<8x4xf32>
 // GENERIC-LABEL: "func.func"() <{sym_name = "collectives"
 // GENERIC:       "flow.all_reduce"(%{{.*}}) <{kind = #flow<reduce_kind sum>, placement = #flow.placement<"cpu", [[0, 1], [2, 3]]>, mesh_axis = 1 : i64}> : (tensor<8x4xf32>) -> tensor<8x4xf32>
 // GENERIC:       "flow.all_to_all"(%{{.*}}) <{placement = #flow.placement<"cpu", [0, 1]>, mesh_axis = 0 : i64, split_dim = 1 : i64, concat_dim = 0 : i64}>
@@ -75,6 +76,7 @@ func.func @collectives(%x: tensor<8x4xf32>) {
   %7 = flow.recv peer = 0 : tensor<8x4xf32>
   flow.send %x, peer = 1, tag = 7 : tensor<8x4xf32>
   %8 = flow.recv peer = 0, tag = 7 : tensor<8x4xf32>
+  flow.fence %x, %8 : tensor<8x4xf32>, tensor<8x4xf32>
   return
 }
 

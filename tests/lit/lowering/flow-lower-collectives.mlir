@@ -52,14 +52,18 @@ func.func @one_d(%x: tensor<8x6xf32>, %y: tensor<3x6xf32>) -> (tensor<8x6xf32>, 
 // RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
 // RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
 // RANK1-NEXT:    %{{.*}} = arith.constant 0 : i32
-// RANK1-NEXT:    func.call @comm.send.4xf32(%[[V]], %{{.*}}, %{{.*}}, %[[T1]], %{{.*}}) : (tensor<4xf32>, i32, i32, i32, i32) -> i32
+// RANK1-NEXT:    %[[T2:.*]] = func.call @comm.send.4xf32(%[[V]], %{{.*}}, %{{.*}}, %[[T1]], %{{.*}}) : (tensor<4xf32>, i32, i32, i32, i32) -> i32
+// RANK1-NEXT:    %[[T3:.*]] = func.call @comm.fence.4xf32(%[[V]], %[[T2]]) : (tensor<4xf32>, i32) -> i32
+// RANK1-NEXT:    func.call @comm.fence.2x4xf32(%y, %[[T3]]) : (tensor<2x4xf32>, i32) -> i32
 // RANK1:         func.func private @comm.recv.4xf32(tensor<4xf32>, i32, i32, i32, i32) -> (tensor<4xf32>, i32)
 // RANK1:         func.func private @comm.send.4xf32(tensor<4xf32>, i32, i32, i32, i32) -> i32
+// RANK1:         func.func private @comm.fence.4xf32(tensor<4xf32>, i32) -> i32
 !m = #flow.placement<"cpu", [[0, 1], [2, 3]]>
 func.func @two_d(%x: tensor<4xf32>, %y: tensor<2x4xf32>) -> (tensor<4xf32>, tensor<4x2xf32>) {
   %0 = flow.all_reduce max %x on !m axis = 1 : tensor<4xf32>
   %1 = flow.all_to_all %y on !m axis = 0, split_dim = 1, concat_dim = 0 : tensor<2x4xf32> -> tensor<4x2xf32>
   %2 = flow.recv peer = 2 : tensor<4xf32>
   flow.send %2, peer = 0 : tensor<4xf32>
+  flow.fence %2, %y : tensor<4xf32>, tensor<2x4xf32>
   func.return %0, %1 : tensor<4xf32>, tensor<4x2xf32>
 }

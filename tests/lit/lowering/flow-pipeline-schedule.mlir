@@ -1,8 +1,9 @@
 // flow-pipeline-schedule: after flow-partition, order a pipeline stage's program by its
 // schedule. Two stages, three micro-batches: stage 0 runs 1F1B as F0 F1 B0 F2 B1 B2 (one
 // warm-up forward), the last stage F0 B0 F1 B1 F2 B2; GPipe runs every forward first. Sends
-// follow what they send at once, receives wait until their value is needed, the update
-// comes last, and the tags are gone.
+// follow what they send at once, receives wait until their value is needed, a fence after
+// each slot holds what later slots need (so IREE computes it there), the update comes last,
+// and the tags are gone.
 // RUN: flow-opt %s --split-input-file -p 'flow-infer-sbp,flow-partition{rank=0},flow-pipeline-schedule{rank=0}' | FileCheck %s --check-prefix=S0
 // RUN: flow-opt %s --split-input-file -p 'flow-infer-sbp,flow-partition{rank=1},flow-pipeline-schedule{rank=1}' | FileCheck %s --check-prefix=S1
 // RUN: flow-opt %s --split-input-file -p 'flow-infer-sbp,flow-partition{rank=0},flow-pipeline-schedule{rank=0 schedule=gpipe}' | FileCheck %s --check-prefix=GPIPE
@@ -14,13 +15,16 @@
 // S0-NEXT:    %[[A1:.*]] = flow.exp %x1
 // S0-NEXT:    flow.send %[[A1]], peer = 1, tag = 3
 // S0-NEXT:    %[[H0:.*]] = flow.recv peer = 1, tag = 2
-// S0-NEXT:    flow.mul %[[H0]], %[[A0]]
+// S0-NEXT:    %[[D0:.*]] = flow.mul %[[H0]], %[[A0]]
+// S0-NEXT:    flow.fence %[[D0]] : tensor<4xf32>
 // S0-NEXT:    %[[A2:.*]] = flow.exp %x2
 // S0-NEXT:    flow.send %[[A2]], peer = 1, tag = 5
 // S0-NEXT:    %[[H1:.*]] = flow.recv peer = 1, tag = 4
-// S0-NEXT:    flow.mul %[[H1]], %[[A1]]
+// S0-NEXT:    %[[D1:.*]] = flow.mul %[[H1]], %[[A1]]
+// S0-NEXT:    flow.fence %[[D1]] : tensor<4xf32>
 // S0-NEXT:    %[[H2:.*]] = flow.recv peer = 1, tag = 6
-// S0-NEXT:    flow.mul %[[H2]], %[[A2]]
+// S0-NEXT:    %[[D2:.*]] = flow.mul %[[H2]], %[[A2]]
+// S0-NEXT:    flow.fence %[[D2]] : tensor<4xf32>
 // S0-NEXT:    flow.add
 // S0-NEXT:    flow.add
 // S0-NEXT:    func.return
@@ -30,10 +34,12 @@
 // S1-LABEL: func.func @step
 // S1-NEXT:    %[[B0:.*]] = flow.recv peer = 0, tag = 1
 // S1-NEXT:    %[[C0:.*]] = flow.tanh %[[B0]]
+// S1-NEXT:    flow.fence %[[C0]]
 // S1-NEXT:    %[[G0:.*]] = flow.neg %[[C0]]
 // S1-NEXT:    flow.send %[[G0]], peer = 0, tag = 2
 // S1-NEXT:    %[[B1:.*]] = flow.recv peer = 0, tag = 3
 // S1-NEXT:    %[[C1:.*]] = flow.tanh %[[B1]]
+// S1-NEXT:    flow.fence %[[C1]]
 // S1-NEXT:    %[[G1:.*]] = flow.neg %[[C1]]
 // S1-NEXT:    flow.send %[[G1]], peer = 0, tag = 4
 // S1-NEXT:    %[[B2:.*]] = flow.recv peer = 0, tag = 5
@@ -49,8 +55,10 @@
 // GPIPE-NEXT:    flow.send %{{.*}}, peer = 1, tag = 5
 // GPIPE-NEXT:    flow.recv peer = 1, tag = 2
 // GPIPE-NEXT:    flow.mul
+// GPIPE-NEXT:    flow.fence
 // GPIPE-NEXT:    flow.recv peer = 1, tag = 4
 // GPIPE-NEXT:    flow.mul
+// GPIPE-NEXT:    flow.fence
 // GPIPE-NEXT:    flow.recv peer = 1, tag = 6
 // GPIPE-NEXT:    flow.mul
 !a = tensor<4xf32, #flow.dist<#flow.placement<"cpu", [0]>, #flow.sbp<[B]>>>
