@@ -2,7 +2,8 @@
 
 Inside `with flow.lazy():` (or everywhere with `FLOW_LAZY=1`), `bind` does not run a
 primitive: it asks the dialect op's `infer` for the result type — so shape and dtype
-errors raise at the call, as eagerly — records the application as a `LazyValue` node
+errors raise at the call, as eagerly, as do the value checks of eager kernels when the
+values are known (gather's index range) — records the application as a `LazyValue` node
 and returns a tensor holding that node. Autograd records over such tensors unchanged
 (VJP rules call `bind`), so `loss.backward()` and `optimizer.step()` are recorded too.
 
@@ -309,8 +310,28 @@ def lazy_bind(prim, args: tuple, params: dict):
             return None
     if _ops_pending >= _MAX_OPS or (args and is_grad_enabled() and _step_boundary(args)):
         lazy_sync()
+    check = _VALUE_CHECKS.get(prim.name)
+    if check is not None:
+        check(*args, **params)
     out = _new_tensor(_node(prim, args, params))
     return record(prim.name, prim.vjp, args, params, out)
+
+
+def _check_gather(x, index, *, dim) -> None:
+    """The value check of gather's eager kernel (frontend/_movement.py), at the call when
+    the index is concrete (a pending index is not checked, as in compiled code)."""
+    idx = index._buf
+    if isinstance(idx, np.ndarray):
+        n = x.shape[dim]
+        bad = idx[(idx < 0) | (idx >= n)]
+        if bad.size:
+            from ._primitives import op_error
+
+            raise op_error("gather", f"index {bad.reshape(-1)[0]} is out of bounds for dim "
+                           f"{dim} with size {n}", cls=IndexError)  # fmt: skip
+
+
+_VALUE_CHECKS = {"gather": _check_gather}  # kernels that reject operand values
 
 
 def _node(prim, args: tuple, params: dict) -> LazyValue:

@@ -178,7 +178,7 @@ def _interpret(order, leaves, roots) -> list[np.ndarray]:
                 a = vals[id(a)] if a.value is None else a.value
             args.append(a)
         vals[id(n)] = _eval(n, args)
-    return [vals[id(r)] for r in roots]
+    return [np.ascontiguousarray(vals[id(r)]) for r in roots]  # like compiled results
 
 
 def _same(a, b) -> bool:

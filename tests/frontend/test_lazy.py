@@ -242,6 +242,8 @@ def test_errors_raise_at_the_call_site():
             a + b  # noqa: B018
         with pytest.raises(ValueError, match="reshape"):
             a.reshape(5)
+        with pytest.raises(IndexError, match="gather: index 3 is out of bounds"):
+            a.gather(1, flow.tensor([[0, 3]]))  # a concrete index's values are checked too
     assert flow.lazy_stats().flushes == flushes  # raised while recording, nothing computed
 
 
