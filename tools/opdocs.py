@@ -140,7 +140,8 @@ def _public_ops() -> list[tuple[str, Callable]]:
                 ops[n] = obj
     skip = {"tensor", "from_numpy", "from_dlpack", "is_tensor", "jit", "broadcast_shapes", "save",
             "load", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
-            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"}  # fmt: skip
+            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "lazy_stats",
+            "lazy_sync"}  # fmt: skip
     return sorted((n, f) for n, f in ops.items() if n not in skip)
 
 
