@@ -6,6 +6,7 @@ ranks is refused. Prints `rank R: N checks passed` at the end."""
 from __future__ import annotations
 
 import numpy as np
+from rank_checks import Checks
 
 import flow
 import flow.env
@@ -14,14 +15,7 @@ from flow._global import placement, sbp
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 pl = placement("cpu", list(range(world)))
-checks = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global checks
-    if not ok:
-        raise AssertionError(f"rank {rank}: {what}")
-    checks += 1
+check = Checks(rank)
 
 
 rng = np.random.default_rng(0)
@@ -64,4 +58,4 @@ try:
 except ValueError as err:
     check("differs between ranks" in str(err) and "manual_seed" in str(err), str(err))
 
-print(f"rank {rank}: {checks} checks passed", flush=True)
+check.done()

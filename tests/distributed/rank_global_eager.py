@@ -4,11 +4,13 @@ the error messages. Prints `rank R: N checks passed` and a digest of the random 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import sys
 from itertools import product
 
 import numpy as np
+from rank_checks import Checks
 
 import flow
 import flow.env
@@ -16,18 +18,8 @@ from flow._global import placement, sbp
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 S, B, P = sbp.split, sbp.broadcast, sbp.partial_sum
-checks = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global checks
-    if not ok:
-        raise AssertionError(f"rank {rank}: {what}")
-    checks += 1
-
-
-def close(a, b, what: str) -> None:
-    check(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-5), what)
+check = Checks(rank)
+close = functools.partial(check.close, shapes=False)
 
 
 def piece(n: int, k: int, i: int) -> slice:
@@ -165,4 +157,4 @@ if world > 1:
 if world == 1:
     check("mpi4py" not in sys.modules, "a world of one must not import MPI")
 flow.env.barrier()
-sys.stdout.write(f"rank {rank}: {checks} checks passed random={digests[0]}\n")
+check.done(f" random={digests[0]}")

@@ -4,7 +4,10 @@ result and single-device numpy. Prints `rank R: N checks passed` at the end."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from rank_checks import Checks
 
 import flow
 import flow.env
@@ -13,19 +16,8 @@ from flow._global import placement, sbp
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 S, B, P = sbp.split, sbp.broadcast, sbp.partial_sum
 pl = placement("cpu", list(range(world)))
-checks = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global checks
-    if not ok:
-        raise AssertionError(f"rank {rank}: {what}")
-    checks += 1
-
-
-def close(a, b, what: str) -> None:
-    a, b = np.asarray(a), np.asarray(b)
-    check(a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5), f"{what}: {a} vs {b}")
+check = Checks(rank)
+close = functools.partial(check.close, rtol=1e-4)
 
 
 rng = np.random.default_rng(0)
@@ -123,4 +115,4 @@ for i in range(2):
         check(p.is_global and p.sbp == (B,), f"step {i}: {name} stays B")
         close(p.numpy(), q.numpy(), f"step {i}: {name} after the update")
 
-print(f"rank {rank}: {checks} checks passed", flush=True)
+check.done()

@@ -4,7 +4,10 @@ gradients of global leaves take the leaf's SBP. Prints `rank R: N checks passed`
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from rank_checks import Checks
 
 import flow
 import flow.env
@@ -14,18 +17,8 @@ from flow._global import placement, sbp
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 S, B, P = sbp.split, sbp.broadcast, sbp.partial_sum
 pl = placement("cpu", list(range(world)))
-checks = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global checks
-    if not ok:
-        raise AssertionError(f"rank {rank}: {what}")
-    checks += 1
-
-
-def close(a, b, what: str) -> None:
-    check(np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6), what)
+check = Checks(rank)
+close = functools.partial(check.close, atol=1e-6, shapes=False)
 
 
 def mlp() -> nn.Module:
@@ -122,4 +115,4 @@ if world == 4:
     for p, want in zip(h.parameters(), ref.parameters()):
         close(p.numpy(), want.numpy(), "hybrid parameters after SGD equal single device")
 
-print(f"rank {rank}: {checks} checks passed", flush=True)
+check.done()

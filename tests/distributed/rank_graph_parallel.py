@@ -6,7 +6,10 @@ Prints `rank R: N checks passed` at the end."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from rank_checks import Checks
 
 import flow
 import flow.env
@@ -20,19 +23,8 @@ pl = placement("cpu", list(range(world)))
 half = world // 2 or 1
 first = placement("cpu", list(range(half)))
 second = placement("cpu", list(range(half, world)) or [0])
-checks = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global checks
-    if not ok:
-        raise AssertionError(f"rank {rank}: {what}")
-    checks += 1
-
-
-def close(a, b, what: str, tol: float = 1e-5) -> None:
-    a, b = np.asarray(a), np.asarray(b)
-    check(a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=tol), f"{what}: {a} vs {b}")
+check = Checks(rank)
+close = functools.partial(check.close, rtol=1e-4)
 
 
 rng = np.random.default_rng(0)
@@ -93,7 +85,7 @@ def hop(x):
 x = glob(X, S(0), first)
 total, z = hop(x)
 check(total.placement == second and z.placement == first, "results keep their placements")
-close(total.numpy().reshape(()), np.tanh(X).sum(), "sum on the second placement", tol=1e-4)
+close(total.numpy().reshape(()), np.tanh(X).sum(), "sum on the second placement", atol=1e-4)
 close(z.numpy(), np.tanh(X) * 3, "value moved back, split")
 if world > 1:
     text = hop.lower(x).as_text()
@@ -137,4 +129,4 @@ for (name, p), q in zip(tp.named_parameters(), ref.parameters()):
     close(p.numpy(), q.numpy(), f"TP after 3 steps: {name}")
 check(len(tp_step._compiled) == 1, f"one steady-step program cached, got {len(tp_step._compiled)}")
 
-print(f"rank {rank}: {checks} checks passed", flush=True)
+check.done()

@@ -7,9 +7,11 @@ Usage: rank_pipeline.py [tp|dp]. Prints `rank R: N checks passed` at the end."""
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import numpy as np
+from rank_checks import Checks
 
 import flow
 import flow.env
@@ -23,22 +25,8 @@ S, B = sbp.split, sbp.broadcast
 half = world // 2
 P0 = placement("cpu", list(range(half)))
 P1 = placement("cpu", list(range(half, world)))
-checks = 0
-
-
-def check(ok: bool, what: str) -> None:
-    global checks
-    if not ok:
-        raise AssertionError(f"rank {rank}: {what}")
-    checks += 1
-
-
-def close(a, b, what: str) -> None:
-    a, b = np.asarray(a), np.asarray(b)
-    ok = a.shape == b.shape and np.allclose(a, b, rtol=1e-4, atol=1e-5)
-    check(
-        ok, f"{what}: max diff {np.abs(a - b).max() if a.shape == b.shape else (a.shape, b.shape)}"
-    )
+check = Checks(rank)
+close = functools.partial(check.close, rtol=1e-4)
 
 
 def stages() -> tuple[nn.Module, nn.Module]:
@@ -103,4 +91,4 @@ for schedule in ("1f1b", "gpipe"):
         check(p.placement in (P0, P1), f"{name} stays on its stage")
         close(p.numpy(), q.numpy(), f"{schedule}: {name} after 3 steps")
 
-print(f"rank {rank}: {checks} checks passed", flush=True)
+check.done()
