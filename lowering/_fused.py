@@ -11,9 +11,9 @@ generic yields one value per `flow.yield` operand.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, DenseArrayBase, TensorType, i32
+from xdsl.dialects.builtin import AffineMapAttr, ArrayAttr, DenseArrayBase, i32
 from xdsl.dialects.linalg.ops import GenericOp, YieldOp
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 
@@ -22,36 +22,14 @@ from flow.dialect.fused import FusedOp
 from flow.dialect.fused import YieldOp as FlowYieldOp
 
 from ._elementwise import scalar_body
-from ._linalg_builders import affine_map, build, collapse, constant, empty, identity_map, parallel
-
-
-def broadcast_input(
-    value: SSAValue, dims: Sequence[int], shape: Sequence[int]
-) -> tuple[list[Operation], SSAValue, AffineMapAttr]:
-    """`value` read as broadcast to `shape` (operand dim i -> result dim dims[i]).
-
-    Size-1 operand dims that broadcast are collapsed away, so the map is a
-    projection: (ops to insert, the value to read, its indexing map).
-    """
-    ty = value.type
-    assert isinstance(ty, TensorType)
-    src = ty.get_shape()
-    keep = [i for i, d in enumerate(dims) if src[i] == shape[d]]
-    ops: list[Operation] = []
-    if len(keep) != len(src):
-        groups: list[list[int]] = []
-        pending: list[int] = []
-        for i in range(len(src)):
-            pending.append(i)
-            if i in keep:
-                groups.append(pending)
-                pending = []
-        if groups:
-            groups[-1].extend(pending)
-        c = collapse(value, groups, TensorType(ty.element_type, [src[i] for i in keep]))
-        ops.append(c)
-        value = c.results[0]
-    return ops, value, affine_map(len(shape), tuple(dims[i] for i in keep))
+from ._linalg_builders import (
+    broadcast_input,
+    build,
+    constant,
+    empty,
+    identity_map,
+    parallel,
+)
 
 
 def _read_key(op: Operation, shape: tuple[int, ...]) -> tuple[int, ...] | None:

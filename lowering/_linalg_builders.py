@@ -186,3 +186,32 @@ def expand(value: SSAValue, groups: Sequence[Sequence[int]], ty: TensorType) -> 
 
 def _element(ty: Attribute) -> Attribute:
     return ty.element_type if isinstance(ty, TensorType) else ty
+
+
+def broadcast_input(
+    value: SSAValue, dims: Sequence[int], shape: Sequence[int]
+) -> tuple[list[Operation], SSAValue, AffineMapAttr]:
+    """`value` read as broadcast to `shape` (operand dim i -> result dim dims[i]).
+
+    Size-1 operand dims that broadcast are collapsed away, so the map is a
+    projection: (ops to insert, the value to read, its indexing map).
+    """
+    ty = value.type
+    assert isinstance(ty, TensorType)
+    src = ty.get_shape()
+    keep = [i for i, d in enumerate(dims) if src[i] == shape[d]]
+    ops: list[Operation] = []
+    if len(keep) != len(src):
+        groups: list[list[int]] = []
+        pending: list[int] = []
+        for i in range(len(src)):
+            pending.append(i)
+            if i in keep:
+                groups.append(pending)
+                pending = []
+        if groups:
+            groups[-1].extend(pending)
+        c = collapse(value, groups, TensorType(ty.element_type, [src[i] for i in keep]))
+        ops.append(c)
+        value = c.results[0]
+    return ops, value, affine_map(len(shape), tuple(dims[i] for i in keep))

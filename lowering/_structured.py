@@ -24,6 +24,7 @@ from ._linalg_builders import (
     Lowered,
     affine_map,
     binary,
+    broadcast_input,
     build,
     collapse,
     constant,
@@ -156,31 +157,14 @@ def _lower_transpose(op: flow.TransposeOp) -> Lowered:
 
 def _lower_broadcast_in_dim(op: flow.BroadcastInDimOp) -> Lowered:
     """Collapse away broadcast size-1 operand dims, then read with a projected map."""
-    src, ty = op.operand.type, op.result.type
-    src_shape, shape = src.get_shape(), ty.get_shape()
-    dims = op.broadcast_dimensions.get_values()
-    if src_shape == shape:
+    ty = op.result.type
+    shape = ty.get_shape()
+    if op.operand.type.get_shape() == shape:
         return [], op.operand
-    keep = [i for i, d in enumerate(dims) if src_shape[i] == shape[d]]
-    ops: list[Operation] = []
-    value = op.operand
-    if len(keep) != len(src_shape):
-        groups: list[list[int]] = []
-        pending: list[int] = []
-        for i in range(len(src_shape)):
-            pending.append(i)
-            if i in keep:
-                groups.append(pending)
-                pending = []
-        if groups:
-            groups[-1].extend(pending)
-        squeezed = TensorType(src.element_type, [src_shape[i] for i in keep])
-        c = collapse(value, groups, squeezed)
-        ops.append(c)
-        value = c.results[0]
+    ops, value, read = broadcast_input(op.operand, op.broadcast_dimensions.get_values(), shape)
     rank = len(shape)
     init = empty(ty)
-    maps = [affine_map(rank, tuple(dims[i] for i in keep)), identity_map(rank)]
+    maps = [read, identity_map(rank)]
     gen = generic((value,), init.tensor, maps, iterators((False,) * rank), _copy_body)
     return [*ops, init, gen], gen.results[0]
 
