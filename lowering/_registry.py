@@ -79,6 +79,11 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
 
         return LowerCollectivesPass
 
+    def lower_collectives_native() -> type[ModulePass]:
+        from .lower_collectives_native import LowerCollectivesNativePass
+
+        return LowerCollectivesNativePass
+
     def pipeline_schedule() -> type[ModulePass]:
         from .pipeline_schedule import PipelineSchedulePass
 
@@ -97,6 +102,7 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         "flow-boxing-to-collectives": boxing_to_collectives,
         "flow-partition": partition,
         "flow-lower-collectives": lower_collectives,
+        "flow-lower-collectives-native": lower_collectives_native,
         "flow-pipeline-schedule": pipeline_schedule,
         # A pass, not a named pipeline: it takes the option rank=R.
         "flow-partition-to-iree-input": partition_to_iree_input,

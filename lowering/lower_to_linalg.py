@@ -28,6 +28,7 @@ from flow.dialect.fused import YieldOp as FusedYieldOp
 
 from . import _elementwise, _fused, _movement, _random, _structured, _window
 from ._elementwise import check_element_type
+from ._iree_ops import IREE_OP_NAMES
 from ._linalg_builders import Lowered
 
 RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
@@ -77,7 +78,7 @@ def _collect(module: ModuleOp) -> list[tuple[Operation, Callable[[Operation], Lo
                 for block in region.blocks:
                     for j, arg in enumerate(block.args):
                         _check_type(op, f"block argument #{j}", arg.type)
-        if op.name.startswith("flow."):
+        if op.name.startswith("flow.") and op.name not in IREE_OP_NAMES:
             for v in (*op.operands, *op.results):
                 if (why := check_element_type(v.type)) is not None:
                     raise _fail(op, why)
