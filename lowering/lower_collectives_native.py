@@ -32,13 +32,17 @@ dims are moved to the front with transposes (as in the CPU pass), and uneven
 pieces are padded to the largest piece and cut back afterwards. A group of
 one rank needs no communication. `flow.send` / `flow.recv` become
 `flow.collective.send_recv` on the world channel (peer = world rank, the
-other side -1). NCCL has no message tags: transfers between two ranks pair in
-program order, so both ranks' programs must issue them in the same order.
-Where the CPU pass chains an i32 token, this pass chains the transfers with
-`util.optimization_barrier`: each transfer's source passes through a barrier
-with the previous transfer's result (and the values of any `flow.fence`
-since), and the function's results pass through one with the last, so that
-IREE keeps the order and does not drop a send whose result nobody reads.
+other side -1). NCCL has no message tags: the sends from one rank to another
+pair with the other's receives in program order, so both ranks' programs must
+issue the transfers of each direction in the same order. Where the CPU pass
+chains all transfers with an i32 token, this pass chains those of each (peer,
+direction) with `util.optimization_barrier`: a transfer's source passes
+through a barrier with the previous such transfer's result (and the values of
+any `flow.fence` since the last transfer), and the function's results pass
+through one with every chain's last, so that IREE keeps that order and does
+not drop a send whose result nobody reads. Transfers of different chains stay
+unordered, so IREE may issue a send and a receive together (as one NCCL
+group): two ranks that both send before they receive do not wait on each other.
 
 Afterwards no flow collective op is left and `flow-to-iree-input` lowers the
 rest: `flow-partition{rank=R},flow-lower-collectives-native{rank=R},flow-to-iree-input`.
@@ -149,8 +153,10 @@ class _NativeLowering(_Lowering):
         self.fixed = table is not None
         self.table: list[Channel] = list(table or [])
         self.loads: dict[tuple[Block, int], SSAValue] = {}
-        self.chain: dict[Block, SSAValue] = {}
+        self.chains: dict[Block, dict[tuple[int, bool], SSAValue]] = {}
+        """Per function body: the last transfer of each (peer, is a send)."""
         self.pending: dict[Block, list[SSAValue]] = {}
+        """Per function body: values fenced since its last transfer."""
         self.current: Operation | None = None
 
     # ---------------------------------------------------------------- channels
@@ -267,19 +273,22 @@ class _NativeLowering(_Lowering):
     # ---------------------------------------------------------------- point to point
 
     def transfer(self, source: SSAValue, send: int, recv: int) -> SSAValue:
-        """A send_recv on the world channel, after the previous transfer and fences."""
+        """A send_recv on the world channel, after the previous transfer of its chain and the
+        values fenced since the last transfer."""
         assert self.at is not None and self.at.parent is not None and self.current is not None
         assert isinstance(source.type, TensorType)
         block = self.at.parent
-        after = ([self.chain[block]] if block in self.chain else []) + self.pending.pop(block, [])
+        chains = self.chains.setdefault(block, {})
+        chain = (send, True) if send >= 0 else (recv, False)
+        after = ([chains[chain]] if chain in chains else []) + self.pending.pop(block, [])
         if after:
             source = self.emit(iree.OptimizationBarrierOp.make([source, *after])).results[0]
         op = iree.SendRecvOp.make(
             self.empty(source.type), source, self.channel(WORLD), self.index(send),
             self.index(recv), _element(self.current, source.type),
         )  # fmt: skip
-        self.chain[block] = self.emit(op).results[0]
-        return self.chain[block]
+        chains[chain] = self.emit(op).results[0]
+        return chains[chain]
 
     def lower(self, op: Operation) -> SSAValue | None:
         self.current = op
@@ -297,12 +306,10 @@ class _NativeLowering(_Lowering):
     # ---------------------------------------------------------------- the module
 
     def finish(self) -> None:
-        """Tie each function's results to its last transfer; declare and make the channels."""
-        for block in {*self.chain, *self.pending}:
+        """Tie each function's results to its last transfers; declare and make the channels."""
+        for block in dict.fromkeys([*self.chains, *self.pending]):
             ret = block.last_op
-            after = ([self.chain[block]] if block in self.chain else []) + self.pending.get(
-                block, []
-            )
+            after = [*self.chains.get(block, {}).values(), *self.pending.get(block, [])]
             assert ret is not None
             values = list(ret.operands)
             barrier = iree.OptimizationBarrierOp.make([*values, *after])

@@ -109,9 +109,11 @@ func.func @two_d(%x: tensor<4x6xi32>) -> (tensor<4x6xi32>, tensor<8x6xi32>) {
 
 // -----
 
-// Point to point on the world channel (peer = world rank, the other side -1). Each transfer's
-// source passes through a barrier with the previous transfer (and fenced values), and the
-// results through one with the last, so IREE keeps the order and keeps the sends.
+// Point to point on the world channel (peer = world rank, the other side -1). The transfers of
+// each (peer, direction) are chained: a source passes through a barrier with the previous one
+// of its chain (and the values fenced since the last transfer), and the results pass through
+// one with every chain's last, so IREE keeps their order and keeps the sends. A send and a
+// receive are not chained: IREE may issue them together.
 // RANK1-LABEL: func.func @p2p(
 // RANK1-SAME:      %[[X:.*]]: tensor<4xf32>, %[[Y:.*]]: tensor<2x4xf32>
 // RANK1-NEXT:      %[[WORLD:.*]] = "util.global.load"() <{global = @__flow_channel_0}>
@@ -120,21 +122,26 @@ func.func @two_d(%x: tensor<4x6xi32>) -> (tensor<4x6xi32>, tensor<8x6xi32>) {
 // RANK1-NEXT:      %[[NONE:.*]] = arith.constant -1 : index
 // RANK1-NEXT:      %[[FROM:.*]] = arith.constant 2 : index
 // RANK1-NEXT:      %[[V:.*]] = "flow.collective.send_recv"(%[[DST]], %[[SRC]], %[[WORLD]], %[[NONE]], %[[FROM]]) <{element_type = 9 : i32, tied_operands = [0 : index]}> : (tensor<4xf32>, tensor<4xf32>, !flow.channel, index, index) -> tensor<4xf32>
-// RANK1-NEXT:      %[[X2:.*]], %{{.*}} = "util.optimization_barrier"(%[[X]], %[[V]])
 // RANK1-NEXT:      tensor.empty
 // RANK1-NEXT:      %[[TO:.*]] = arith.constant 2 : index
 // RANK1-NEXT:      %[[NONE2:.*]] = arith.constant -1 : index
-// RANK1-NEXT:      %[[S1:.*]] = "flow.collective.send_recv"(%{{.*}}, %[[X2]], %[[WORLD]], %[[TO]], %[[NONE2]])
-// RANK1-NEXT:      %[[V2:.*]], %{{.*}}, %{{.*}} = "util.optimization_barrier"(%[[V]], %[[S1]], %[[Y]])
+// RANK1-NEXT:      %[[S1:.*]] = "flow.collective.send_recv"(%{{.*}}, %[[X]], %[[WORLD]], %[[TO]], %[[NONE2]])
+// RANK1-NEXT:      %[[V1:.*]], %{{.*}} = "util.optimization_barrier"(%[[V]], %[[S1]])
+// RANK1-NEXT:      tensor.empty
+// RANK1-NEXT:      arith.constant 2 : index
+// RANK1-NEXT:      arith.constant -1 : index
+// RANK1-NEXT:      %[[S2:.*]] = "flow.collective.send_recv"(%{{.*}}, %[[V1]], %[[WORLD]],
+// RANK1-NEXT:      %[[V2:.*]], %{{.*}} = "util.optimization_barrier"(%[[V]], %[[Y]])
 // RANK1-NEXT:      tensor.empty
 // RANK1-NEXT:      %[[TO0:.*]] = arith.constant 0 : index
 // RANK1-NEXT:      arith.constant -1 : index
-// RANK1-NEXT:      %[[S2:.*]] = "flow.collective.send_recv"(%{{.*}}, %[[V2]], %[[WORLD]], %[[TO0]], %{{.*}})
-// RANK1-NEXT:      %[[OUT:.*]], %{{.*}} = "util.optimization_barrier"(%[[V]], %[[S2]])
+// RANK1-NEXT:      %[[S3:.*]] = "flow.collective.send_recv"(%{{.*}}, %[[V2]], %[[WORLD]], %[[TO0]], %{{.*}})
+// RANK1-NEXT:      %[[OUT:.*]], %{{.*}}, %{{.*}}, %{{.*}} = "util.optimization_barrier"(%[[V]], %[[V]], %[[S2]], %[[S3]])
 // RANK1-NEXT:      func.return %[[OUT]] : tensor<4xf32>
 func.func @p2p(%x: tensor<4xf32>, %y: tensor<2x4xf32>) -> tensor<4xf32> {
   %0 = flow.recv peer = 2, tag = 3 : tensor<4xf32>
   flow.send %x, peer = 2 : tensor<4xf32>
+  flow.send %0, peer = 2, tag = 1 : tensor<4xf32>
   flow.fence %y : tensor<2x4xf32>
   flow.send %0, peer = 0 : tensor<4xf32>
   func.return %0 : tensor<4xf32>
