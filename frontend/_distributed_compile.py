@@ -6,7 +6,9 @@
 `compile_for_rank` runs SBP inference, `flow-partition{rank=R}`,
 `flow-pipeline-schedule{rank=R}` (orders a pipeline stage's micro-batches),
 `flow-lower-collectives{rank=R}` and `flow-to-iree-input`, then compiles; the
-collectives become imports of the `comm` runtime module. `run_for_rank` loads
+collectives become imports of the `comm` runtime module (for cuda and rocm,
+`flow-lower-collectives-native` keeps them in IREE: `flow.collective.*` on
+NCCL / RCCL channels). `run_for_rank` loads
 it with the program's group table (the communicators are made on first use,
 by the members of each group only) and calls the function with this rank's
 shards.
@@ -26,7 +28,8 @@ from flow.lowering import run_pipeline, to_iree_text
 from flow.lowering.lower_collectives import GROUPS_ATTR, comm_groups
 
 __all__ = [
-    "absent_results", "communication_plan", "compile_for_rank", "held_inputs", "run_for_rank",
+    "absent_results", "communication_plan", "compile_for_rank", "held_inputs", "lower_for_rank",
+    "run_for_rank",
 ]  # fmt: skip
 
 Group = tuple[int, ...]
@@ -39,6 +42,21 @@ def compile_for_rank(
     groups its collectives use, in registration order (group id = index + 1)."""
     from flow.targets import compile_mlir
 
+    text, groups = lower_for_rank(module, rank, target, infer_sbp=infer_sbp)
+    return compile_mlir(text, target), groups
+
+
+def lower_for_rank(
+    module: ModuleOp, rank: int, target: str = "cpu", *, infer_sbp: bool = True
+) -> tuple[str, list[Group]]:
+    """Rank `rank`'s program of `module` as the text handed to IREE, and its groups.
+
+    The target's `collectives` picks the lowering: `comm` calls (CPU, MPI) or IREE's native
+    collectives (cuda, rocm), whose channels are split from the whole global program's
+    channel table so that every rank creates the same channels."""
+    from flow.targets import get_target
+
+    native = get_target(target).collectives == "native"
     work = module.clone()
     steps = "flow-infer-sbp," if infer_sbp else ""
     run_pipeline(
@@ -48,10 +66,21 @@ def compile_for_rank(
         print(f"communication plan of rank {rank}:", file=sys.stderr)
         for line in communication_plan(work) or ["(no communication)"]:
             print(f"  {line}", file=sys.stderr)
+    if native:
+        from flow.lowering.lower_collectives_native import (
+            channel_table,
+            lower_collectives_native,
+            set_channel_table,
+        )
+
+        set_channel_table(work, channel_table(module))
+        groups = lower_collectives_native(work, rank)
+        run_pipeline(work, "flow-to-iree-input")
+        return to_iree_text(work), groups
     run_pipeline(work, f"flow-lower-collectives{{rank={rank}}},flow-to-iree-input")
     groups = comm_groups(work)
     work.attributes.pop(GROUPS_ATTR, None)  # nothing named flow.* crosses to IREE
-    return compile_mlir(to_iree_text(work), target), groups
+    return to_iree_text(work), groups
 
 
 _COLLECTIVES = ("flow.all_reduce", "flow.all_gather", "flow.reduce_scatter", "flow.all_to_all",

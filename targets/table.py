@@ -5,9 +5,12 @@ Everything else in ``flow.targets`` reads this table; adding a target means addi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-__all__ = ["DEFAULT_TARGET", "TARGETS", "Target", "UnknownTargetError", "get_target"]
+__all__ = [
+    "CPU_ARCHS", "DEFAULT_TARGET", "TARGETS", "CpuArch", "Target", "UnknownTargetError",
+    "get_target",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,13 @@ class Target:
     # Flags that make code faster but that IREE rejects on some programs: a compile that
     # fails with them is retried without them (flow.targets.compiler.compile_mlir).
     optional_flags: tuple[str, ...] = ()
+    # How a per-rank program's collectives run: "comm" calls the `comm` runtime module (MPI,
+    # flow-lower-collectives); "native" keeps them in IREE as `flow.collective.*` ops on
+    # channels (NCCL / RCCL, flow-lower-collectives-native).
+    collectives: str = "comm"
+    # The CPU architecture a cpu target compiles for: "host" (this machine), or a row of
+    # CPU_ARCHS for a module that runs elsewhere (see `get_target`).
+    arch: str = "host"
 
 
 # Flags for IREE 3.13. Why these:
@@ -79,6 +89,7 @@ TARGETS: dict[str, Target] = {
             ),
             driver="cuda",
             description="NVIDIA GPU, sm_80 code",
+            collectives="native",
         ),
         Target(
             name="rocm",
@@ -89,6 +100,7 @@ TARGETS: dict[str, Target] = {
             ),
             driver="hip",
             description="AMD GPU through HIP, gfx942 code",
+            collectives="native",
         ),
         Target(
             name="vulkan",
@@ -102,16 +114,80 @@ TARGETS: dict[str, Target] = {
 DEFAULT_TARGET = "cpu"
 
 
+@dataclass(frozen=True)
+class CpuArch:
+    """An architecture the cpu target cross-compiles for: an LLVM target triple and a target
+    CPU that every machine of the architecture runs (host features do not apply there)."""
+
+    name: str
+    triple: str
+    cpu: str
+    elf: str  # IREE's executable format for it: `embedded-elf-<elf>`
+    aliases: tuple[str, ...] = ()
+
+
+# * arm64: `generic` is ARMv8-A with NEON, which every 64-bit ARM core has.
+# * x86-64: `x86-64-v3` (AVX2, FMA: Haswell and later, Zen 1 and later) rather than the
+#   baseline x86-64, whose SSE2-only code is 3-10x slower on matmuls (NOTES.md).
+# Optional flags are dropped for them: they were measured on the host only.
+CPU_ARCHS: dict[str, CpuArch] = {
+    a.name: a
+    for a in (
+        CpuArch("arm64", "aarch64-unknown-linux-gnu", "generic", "arm_64", ("aarch64",)),
+        CpuArch("x86-64", "x86_64-unknown-linux-gnu", "x86-64-v3", "x86_64", ("x86_64", "amd64")),
+    )
+}
+
+
 class UnknownTargetError(ValueError):
     """Raised for a target name that is not in :data:`TARGETS`."""
 
 
-def get_target(name_or_target: str | Target) -> Target:
-    """Return the :class:`Target` for a name (a ``Target`` passes through unchanged)."""
+def get_target(name_or_target: str | Target, *, cpu_arch: str | None = None) -> Target:
+    """Return the :class:`Target` for a name (a ``Target`` passes through unchanged).
+
+    ``cpu_arch`` (a :data:`CPU_ARCHS` name or alias, or ``"host"``, the default) makes the
+    cpu target cross-compile: the variant is named ``cpu-<arch>`` (which is also accepted as
+    a name) and its flags set the architecture's triple and target CPU instead of ``host``.
+    """
+    if isinstance(name_or_target, str) and cpu_arch is None and name_or_target not in TARGETS:
+        base, _, arch = name_or_target.partition("-")
+        if base == "cpu" and _arch(arch) is not None:
+            name_or_target, cpu_arch = base, arch
     if isinstance(name_or_target, Target):
-        return name_or_target
-    target = TARGETS.get(name_or_target) if isinstance(name_or_target, str) else None
+        target: Target | None = name_or_target
+    else:
+        target = TARGETS.get(name_or_target) if isinstance(name_or_target, str) else None
     if target is None:
         known = ", ".join(TARGETS)
         raise UnknownTargetError(f"unknown target {name_or_target!r}; expected one of: {known}")
-    return target
+    if cpu_arch is None or cpu_arch == "host" or cpu_arch == target.arch:
+        return target
+    arch = _arch(cpu_arch)
+    if arch is None:
+        known = ", ".join(["host", *CPU_ARCHS])
+        raise UnknownTargetError(f"unknown CPU architecture {cpu_arch!r}; expected one of: {known}")
+    if target.name != "cpu":
+        raise UnknownTargetError(
+            f"a CPU architecture ({cpu_arch!r}) applies to the cpu target, not {target.name!r}"
+        )
+    flags = [f for f in target.device_flags if not f.startswith("--iree-llvmcpu-target-cpu=")]
+    flags += [
+        f"--iree-llvmcpu-target-triple={arch.triple}",
+        f"--iree-llvmcpu-target-cpu={arch.cpu}",
+    ]
+    return replace(
+        target,
+        name=f"cpu-{arch.name}",
+        device_flags=tuple(flags),
+        optional_flags=(),
+        arch=arch.name,
+        description=f"{arch.name} CPU through LLVM ({arch.triple}, target CPU {arch.cpu})",
+    )
+
+
+def _arch(name: str) -> CpuArch | None:
+    for arch in CPU_ARCHS.values():
+        if name == arch.name or name in arch.aliases:
+            return arch
+    return None
