@@ -10,6 +10,11 @@ Running them needs GPUs (NCCL / RCCL). Here they are checked two ways:
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import re
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -274,3 +279,35 @@ def test_cpu_keeps_the_comm_calls():
     ir, groups = lower_for_rank(tp.parse(_mlp_grads()), 0, "cpu")
     assert "comm.all_reduce" in ir and "flow.collective" not in ir
     assert groups == [(0, 1)]
+
+
+def test_traced_data_parallel_step_compiles_per_rank():
+    """flow.jit traces a data-parallel MLP step (forward, cross-entropy, backward, SGD) on 2
+    ranks; each rank's program compiles for cuda and rocm with native all-reduces."""
+    from flow.distributed.launch import LauncherNotFoundError, find_mpiexec
+
+    try:
+        find_mpiexec()
+    except LauncherNotFoundError:
+        pytest.skip("no mpiexec (pip install mpi4py mpich)")
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("no mpi4py (pip install mpi4py mpich)")
+    script = Path(__file__).resolve().parent / "rank_native_step.py"
+    cmd = [sys.executable, "-m", "flow.distributed.launch", "--nproc-per-node", "2", str(script),
+           "cuda", "rocm"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"the ranks did not finish in 300 s\n{out}\n{err}")
+    assert proc.returncode == 0, f"{out}\n{err}"
+    lines = re.findall(r"rank (\d): (\w+) all_reduce=(\d+) channels=(\d+) vmfb=(\d+)", out)
+    assert sorted((r, t) for r, t, *_ in lines) == [
+        ("0", "cuda"), ("0", "rocm"), ("1", "cuda"), ("1", "rocm")
+    ], out  # fmt: skip
+    for _, _, reduces, channels, size in lines:
+        # the 4 parameter gradients and the loss; one channel (the placement's one axis)
+        assert int(reduces) == 5 and int(channels) == 1 and int(size) > 0, out
