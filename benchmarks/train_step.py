@@ -1,13 +1,15 @@
 """One MLP training step (batch 256, 784→1024→1024→10, ReLU, cross-entropy, SGD), side by side.
 
-    python benchmarks/train_step.py [--steps 30]
+    python benchmarks/train_step.py [--steps 30] [--target cpu|cuda|rocm|vulkan]
 
 flow runs it as an nn.Graph (forward + backward + SGD update compiled into one
 IREE module), eagerly, and eagerly under `flow.lazy()` (the same loop recorded
 and compiled per step, cached from the second step on); the peers — PyTorch
 eager, torch.compile and jax.jit — run in the same process when installed
 (`pip install torch jax`; they are never dependencies of flow). Prints the
-median step time of each and its ratio to flow's nn.Graph.
+median step time of each and its ratio to flow's nn.Graph. With `--target` other than
+cpu, only flow's nn.Graph runs, compiled for that target (eager modes and peers run on
+the host).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _time(step, steps: int) -> float:
     return statistics.median(times)
 
 
-def bench_flow(steps: int) -> dict[str, float]:
+def bench_flow(steps: int, target: str = "cpu") -> dict[str, float]:
     import flow
     import flow.nn as nn
 
@@ -66,7 +68,7 @@ def bench_flow(steps: int) -> dict[str, float]:
 
     class Step(nn.Graph):
         def __init__(self):
-            super().__init__()
+            super().__init__(target=target)
             self.model = model
             self.add_optimizer(opt)
 
@@ -84,6 +86,8 @@ def bench_flow(steps: int) -> dict[str, float]:
         graph(xt, yt)
     out = {"flow nn.Graph": _time(lambda: graph(xt, yt), steps)}
     print(f"  (flow nn.Graph first call, trace + compile: {first:.2f} s)")
+    if target != "cpu":
+        return out
 
     eager_model, eager_opt = model_and_opt()
 
@@ -176,12 +180,14 @@ def bench_jax(steps: int) -> dict[str, float]:
 BENCHES = [bench_flow, bench_torch, bench_jax]  # each returns {row name: seconds per step}
 
 
-def run(steps: int = 30) -> list[Goal]:
-    results: dict[str, float] = {}
-    for bench in BENCHES:
-        results.update(bench(steps))
+def run(steps: int = 30, target: str = "cpu") -> list[Goal]:
+    results: dict[str, float] = bench_flow(steps, target)
+    if target == "cpu":
+        for bench in BENCHES:
+            if bench is not bench_flow:
+                results.update(bench(steps))
     ms = {name: t * 1e3 for name, t in results.items()}
-    table("MLP training step, batch 256, 784-1024-1024-10, f32, SGD, cpu", ms, "ms/step",
+    table(f"MLP training step, batch 256, 784-1024-1024-10, f32, SGD, {target}", ms, "ms/step",
           "flow nn.Graph", higher_is_better=False)  # fmt: skip
     goals = []
     if "jax.jit" in results:
@@ -196,7 +202,9 @@ def run(steps: int = 30) -> list[Goal]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
-    run(parser.parse_args().steps)
+    parser.add_argument("--target", default="cpu", help="where flow's nn.Graph step runs")
+    args = parser.parse_args()
+    run(args.steps, args.target)
 
 
 if __name__ == "__main__":
