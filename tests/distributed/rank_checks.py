@@ -8,6 +8,8 @@ check.done()                  # prints "rank R: N checks passed", which the test
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 
@@ -30,4 +32,7 @@ class Checks:
         self(True, what)
 
     def done(self, extra: str = "") -> None:
-        print(f"rank {self.rank}: {self.count} checks passed{extra}", flush=True)
+        # One write with its newline: ranks share the launcher's stdout, and a separate
+        # newline (print) lets another rank's line land in between.
+        sys.stdout.write(f"rank {self.rank}: {self.count} checks passed{extra}\n")
+        sys.stdout.flush()
