@@ -1,16 +1,22 @@
 """Shared oracles for op tests: eager vs an independent reference, and jit vs eager.
 
 `check(fn, ref, *args)` runs `fn` eagerly on flow tensors and compiled with
-`flow.jit` on cpu, and compares both with `ref` (numpy / math on the same
+`flow.jit` on cpu (or on the target named by `FLOW_TEST_TARGET`, e.g. `cuda`:
+benchmarks/gpu_check.sh), and compares both with `ref` (numpy / math on the same
 arrays). Outputs may be tensors or tuples/lists of tensors. Failure messages
 name the op, the output index, the shapes and dtypes.
 """
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 import flow
+
+TARGET = os.environ.get("FLOW_TEST_TARGET", "").strip() or None
+"""Where `check` compiles (None: the cpu)."""
 
 
 def data(rng, shape, dtype=np.float32, *, positive=False, low=-20, high=20):
@@ -54,7 +60,7 @@ def check(fn, ref, *args, rtol=1e-5, atol=1e-6, jit=True, name=None):
     for i, (g, e) in enumerate(zip(eager, expected)):
         _compare(name, f"eager output {i}", g, e, rtol, atol)
     if jit:
-        compiled = _leaves(flow.jit(fn)(*args))
+        compiled = _leaves(flow.jit(fn, target=TARGET)(*args))
         for i, (g, e) in enumerate(zip(compiled, eager)):
             _compare(name, f"jit output {i} vs eager", g, e.numpy(), rtol, atol)
     return eager
