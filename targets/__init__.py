@@ -24,10 +24,13 @@ from .runtime import (
     RuntimeUnavailableError,
     UnknownFunctionError,
     available,
+    device_names,
     load,
+    require,
     resolve_driver,
 )
 from .table import DEFAULT_TARGET, TARGETS, Target, UnknownTargetError, get_target
+from .vulkan import UnsupportedError, execution_target
 
 __all__ = [
     "DEFAULT_TARGET",
@@ -42,15 +45,19 @@ __all__ = [
     "Target",
     "UnknownFunctionError",
     "UnknownTargetError",
+    "UnsupportedError",
     "available",
     "cache_stats",
     "collectives",
     "compile_flags",
     "compile_mlir",
+    "device_names",
+    "execution_target",
     "get_target",
     "load",
     "prepare_iree_for_mpi",
     "register_group",
     "register_mesh",
+    "require",
     "resolve_driver",
 ]

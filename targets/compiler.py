@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import cache
 from .table import DEFAULT_TARGET, Target, get_target
+from .vulkan import check_supported
 
 __all__ = ["CompileError", "Diagnostic", "compile_mlir", "compile_flags"]
 
@@ -111,13 +112,16 @@ def compile_mlir(
     Results are cached in-process and on disk (see :mod:`flow.targets.cache`) unless
     ``use_cache`` is false. When the compiler rejects a program with the target's optional
     flags, it is compiled again without them (and cached under the same key).
-    Raises :class:`CompileError` on any compiler failure and
+    Raises :class:`CompileError` on any compiler failure,
+    :class:`~flow.targets.vulkan.UnsupportedError` for a program the target cannot run (e.g.
+    float64 on a Vulkan architecture without it) and
     :class:`~flow.targets.table.UnknownTargetError` for an unknown target name.
     """
     tgt = get_target(target)
     if isinstance(extra_flags, str):
         extra_flags = (extra_flags,)
     flags = compile_flags(tgt, extra_flags)
+    check_supported(tgt, flags, source)  # what the target cannot run, before IREE sees it
     key = cache.cache_key(source, tgt.name, flags) if use_cache else None
     if key is not None:
         hit = cache.lookup(key)

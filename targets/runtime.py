@@ -56,7 +56,9 @@ __all__ = [
     "UnknownFunctionError",
     "available",
     "device_config",
+    "device_names",
     "load",
+    "require",
     "reset_transfer_stats",
     "resolve_driver",
     "transfer_stats",
@@ -125,8 +127,14 @@ def resolve_driver(target: str | Target = DEFAULT_TARGET, driver: str | None = N
     return tgt.driver
 
 
+# How errors name the kind of device a driver drives ("no CUDA device: ...").
+_DEVICE_KIND = {"local-task": "CPU", "local-sync": "CPU", "cuda": "CUDA", "hip": "ROCm (HIP)",
+                "vulkan": "Vulkan"}  # fmt: skip
+
+
 def device_config(target: str | Target = DEFAULT_TARGET, driver: str | None = None) -> rt.Config:
-    """The shared ``iree.runtime.Config`` (device + VM instance) for a target's driver."""
+    """The shared ``iree.runtime.Config`` (device + VM instance) for a target's driver; raises
+    :class:`RuntimeUnavailableError` (naming what is missing and what is usable) without one."""
     tgt = get_target(target)
     drv = resolve_driver(tgt, driver)
     entry = _config_or_reason(drv)
@@ -134,11 +142,39 @@ def device_config(target: str | Target = DEFAULT_TARGET, driver: str | None = No
         usable = ", ".join(available()) or "none"
         compiled_in = ", ".join(sorted(rt.query_available_drivers()))
         raise RuntimeUnavailableError(
-            f"target {tgt.name!r} needs the IREE runtime driver {drv!r}, which has no usable "
-            f"device here ({entry}). Drivers in this IREE runtime: {compiled_in}; "
-            f"targets usable here: {usable}"
+            f"no {_DEVICE_KIND.get(drv, drv)} device: target {tgt.name!r} needs the IREE runtime "
+            f"driver {drv!r}, which has no usable device here ({entry}). Drivers in this IREE "
+            f"runtime: {compiled_in}; targets usable here: {usable}"
         )
     return entry
+
+
+def require(target: str | Target = DEFAULT_TARGET) -> None:
+    """Raise :class:`RuntimeUnavailableError` unless ``target`` can run programs here: called
+    before a program is compiled to run, so a missing device fails fast (compiling for a
+    device that is absent, e.g. ``flow-compile --target cuda``, needs no such check)."""
+    device_config(target)
+
+
+_device_names: dict[str, tuple[str, ...]] = {}
+
+
+def device_names(target: str | Target = DEFAULT_TARGET) -> tuple[str, ...]:
+    """The names of the devices the target's driver sees here, in IREE's order (device ``i``
+    of ``flow.device("vulkan:i")``); empty when the driver has none (cached)."""
+    drv = resolve_driver(get_target(target))
+    names = _device_names.get(drv)
+    if names is None:
+        if drv in CPU_DRIVERS:
+            names = ("host CPU",)
+        else:
+            try:
+                found = rt.get_driver(drv).query_available_devices()
+                names = tuple(str(d.get("name", "")) for d in found)
+            except Exception:  # noqa: BLE001 -- no driver library: no device
+                names = ()
+        _device_names[drv] = names
+    return names
 
 
 _available: tuple[str, ...] | None = None
