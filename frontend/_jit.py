@@ -63,7 +63,7 @@ def _unflatten(spec, leaves: list):
     for n, sub in inner:
         out.append(_unflatten(sub, leaves[i : i + n]))
         i += n
-    return kind(out)
+    return kind(*out) if hasattr(kind, "_fields") else kind(out)  # a namedtuple, or not
 
 
 def _is_array(x) -> bool:

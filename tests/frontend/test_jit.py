@@ -83,6 +83,14 @@ def test_pytree_inputs_and_outputs(rng):
     assert f(p, x, 3.0)["out"].numpy() == pytest.approx(3 * h, rel=1e-5)  # static arg retraces
 
 
+def test_namedtuple_results_keep_their_type(rng):
+    x = rng.standard_normal((2, 5)).astype(np.float32)
+    out = flow.jit(lambda a: flow.topk(a, 2))(x)
+    want = flow.topk(flow.tensor(x), 2)
+    assert type(out) is type(want) and out._fields == ("values", "indices")
+    np.testing.assert_array_equal(out.indices.numpy(), want.indices.numpy())
+
+
 def test_compiled_rejects_a_different_signature(rng):
     args = _params(rng)
     compiled = flow.jit(mlp).lower(*args).compile()
