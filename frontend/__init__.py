@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from . import _math, _movement, _ops, _random, _window
 from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from ._device import device
 from ._dtypes import (
     bfloat16,
     bool_,
@@ -49,7 +50,7 @@ __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
     "lazy", "lazy_stats", "lazy_sync", "LazyStats",
     "utils", "transforms", "optim", "softmax", "log_softmax", "env", "distributed",
-    "placement", "sbp",
+    "placement", "sbp", "device",
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",

@@ -74,11 +74,17 @@ __all__ = [
 # --------------------------------------------------------------------------- placement
 
 
+# Placement device types; each names a target (frontend/_device.py): a program on global
+# tensors of a `cuda` placement compiles for the cuda target (hip is rocm).
+_DEVICE_TYPES = ("cpu", "cuda", "rocm", "hip", "vulkan")
+
+
 class placement:  # noqa: N801  (OneFlow's name)
     """Where a global tensor lives: a device type and an N-d array of process ranks.
 
     `flow.placement("cpu", [0, 1])` is a 1-D mesh of two ranks;
     `flow.placement("cpu", [[0, 1], [2, 3]])` a 2x2 mesh (one SBP entry per axis).
+    The type (cpu, cuda, rocm or hip, vulkan) is the target its programs compile for.
     """
 
     __slots__ = ("_attr", "_nested")
@@ -90,8 +96,10 @@ class placement:  # noqa: N801  (OneFlow's name)
             )
         if isinstance(ranks, (int, np.integer)):
             ranks = [int(ranks)]
-        if not isinstance(type, str) or type.split(":")[0] not in ("cpu", "cuda"):
-            raise ValueError(f"flow.placement: type must be 'cpu' or 'cuda', got {type!r}")
+        if not isinstance(type, str) or type.split(":")[0] not in _DEVICE_TYPES:
+            raise ValueError(
+                f"flow.placement: type must be one of {', '.join(_DEVICE_TYPES)}, got {type!r}"
+            )
         try:
             attr = PlacementAttr.get(type, _as_int_lists(ranks))
         except (ValueError, VerifyException) as err:

@@ -28,7 +28,7 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.printer import Printer
 from xdsl.rewriter import Rewriter
 
-from . import _dtypes
+from . import _device, _dtypes
 from ._ops import tensor as _to_tensor
 from ._tensor import Tensor
 from ._trace import Trace
@@ -134,9 +134,12 @@ class Lowered:
         return out.getvalue() + "\n"
 
     def compile(self, target: str | None = None) -> Compiled:
-        from flow.targets import DEFAULT_TARGET, compile_mlir, get_target
+        """Compile for `target` (default: cpu) and load the module on its device: a target
+        with no usable device here fails first, before any compile work."""
+        from flow.targets import DEFAULT_TARGET, compile_mlir, execution_target, get_target, require
 
         tgt = get_target(target or DEFAULT_TARGET)
+        require(tgt)
         if self.is_global:
             from flow import env
 
@@ -147,13 +150,14 @@ class Lowered:
             return Compiled(self, tgt.name, vmfb, groups)
         from flow.targets import cache
 
+        tgt = execution_target(tgt)  # e.g. vulkan: the architecture of the local device
         key = _front_key(self.module, tgt)
         vmfb = cache.lookup(key) if key is not None else None
         if vmfb is None:
             from flow.lowering import run_pipeline, to_iree_text
 
             lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
-            vmfb = compile_mlir(to_iree_text(lowered), tgt.name)
+            vmfb = compile_mlir(to_iree_text(lowered), tgt)
             if key is not None:
                 cache.store(key, vmfb)
         return Compiled(self, tgt.name, vmfb)
@@ -206,6 +210,7 @@ class Compiled:
 
         self.lowered = lowered
         self.target = target
+        self.device = _device.of_target(target)  # of the results; None for the cpu
         self.vmfb = vmfb
         self.groups = groups  # of a global program: its collectives' rank groups
         name = lowered.module.body.block.first_op.sym_name.data
@@ -247,8 +252,13 @@ class Compiled:
             t._data, t._value, t._trace = o, None, None
             if info is not None:
                 t._dist = info
+            if self.device is not None:
+                t._device = self.device
         results = [_wrap(o, info, shape) for o, (info, shape) in
                    zip(outputs[:n_user], zip(low.out_dists, self._out_shapes()))]  # fmt: skip
+        if self.device is not None:
+            for r in results:
+                r._device = self.device
         return _unflatten(low.out_tree, results)
 
     def _out_shapes(self) -> list[tuple[int, ...]]:
@@ -454,7 +464,10 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
 
 
 class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)
-    """Compile `fn` with IREE for `target`; usable as `@flow.jit` or `@flow.jit(target=...)`."""
+    """Compile `fn` with IREE for `target`; usable as `@flow.jit` or `@flow.jit(target=...)`.
+
+    Without `target`, `fn` runs on the device of its tensors (arguments and captured tensors,
+    see `flow.device`), the cpu when they have none; `self.target` is then None."""
 
     def __new__(cls, fn: Callable | None = None, *, target: str | None = None):
         if fn is None:
@@ -462,10 +475,10 @@ class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, target: str | None = None):
-        from flow.targets import DEFAULT_TARGET, get_target
+        from flow.targets import get_target
 
         self.fn = fn
-        self.target = get_target(target or DEFAULT_TARGET).name
+        self.target = get_target(target).name if target else None
         self.name = getattr(fn, "__name__", "main")
         self._cache: dict[tuple, Compiled] = {}
         functools.update_wrapper(self, fn)
@@ -475,8 +488,12 @@ class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)
 
     def __call__(self, *args):
         leaves, _ = _flatten(list(args))
-        key = (_signature(leaves), self.target)
+        key = (_signature(leaves), self.target, _device.of_all(leaves))
         compiled = self._cache.get(key)
         if compiled is None:
-            compiled = self._cache[key] = self.lower(*args).compile(self.target)
+            lowered = self.lower(*args)
+            target = _device.program_target(
+                self.target, [*leaves, *lowered.captured], f"flow.jit({self.name})"
+            )
+            compiled = self._cache[key] = lowered.compile(target)
         return compiled._call_flat(leaves)

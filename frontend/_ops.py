@@ -149,20 +149,21 @@ def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
 def to(x: Tensor, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
     """`x.to(dtype)`, `x.to(device)`, `x.to(device, dtype)` or `x.to(other_tensor)`.
 
-    Eager tensors live on the host ("cpu"); compiled code runs on the target of
-    `flow.jit(..., target=...)`.
+    A tensor's device says where the programs compiled from it run (frontend/_device.py);
+    its value stays in host memory. Moving to a device that is missing here is an error.
     """
+    from ._device import _TARGETS, to_device
+    from ._device import device as _device_cls
+
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
-        elif isinstance(a, str) and a.split(":")[0] in ("cpu", "cuda", "rocm", "vulkan"):
+        elif isinstance(a, _device_cls) or (isinstance(a, str) and a.split(":")[0] in _TARGETS):
             device = a
         else:
             dtype = a
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise op_error("to", f"eager tensors live on the host ('cpu'); got device {device!r}. "
-                             "Run on an accelerator with flow.jit(fn, target=...)",
-                       cls=NotImplementedError)  # fmt: skip
+    if device is not None:
+        x = to_device(x, device)
     if dtype is None:
         return x.clone() if copy else x
     dt = _dtypes.as_dtype(dtype)

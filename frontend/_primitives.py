@@ -19,7 +19,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from flow import dialect as fd
 
-from . import _dtypes, _global, _lazy
+from . import _device, _dtypes, _global, _lazy
 from ._autograd import record
 from ._trace import current_trace, describe_location, user_location
 
@@ -66,6 +66,7 @@ def bind(prim: Primitive, *args, **params):
     if _lazy.enabled() and current_trace() is None:  # flow.lazy(): record, compute later
         out = _lazy.lazy_bind(prim, args, params)
         if out is not None:
+            _device.propagate(args, out)
             return out
     if not args and current_trace() is None and prim.name in ("full", "iota"):
         return _global.eager_create(prim, params)  # constants: global ones in global VJPs
@@ -100,6 +101,7 @@ def bind(prim: Primitive, *args, **params):
         out = out.astype(expected)
     result = Tensor._eager(out)
     _global.propagate_constant(args, result)  # the same on every rank if its inputs are
+    _device.propagate(args, result)  # on the device of its inputs
     return record(prim.name, prim.vjp, args, params, result)
 
 

@@ -41,6 +41,7 @@ class Tensor:
         "_node",
         "grad",
         "_dist",  # global tensors: placement and SBP (frontend/_global.py); unset when local
+        "_device",  # a flow.device other than the cpu (frontend/_device.py); unset or None: cpu
         "__weakref__",
     )
     __array_priority__ = 1000  # numpy defers to our operators
@@ -130,8 +131,18 @@ class Tensor:
         return self._trace is not None
 
     @property
-    def device(self) -> str:
-        return "cpu"
+    def device(self):
+        """The `flow.device` whose target runs this tensor's programs (see frontend/_device.py);
+        the value itself is always in host memory."""
+        from ._device import CPU
+
+        return getattr(self, "_device", None) or CPU
+
+    def cpu(self) -> Tensor:
+        return self.to("cpu")
+
+    def cuda(self, device=None) -> Tensor:
+        return self.to("cuda" if device is None else f"cuda:{int(device)}")
 
     # ------------------------------------------------------------------ autograd
     @property
@@ -178,6 +189,8 @@ class Tensor:
         t._shape, t._dtype = self._shape, self._dtype
         if getattr(self, "_dist", None) is not None:
             t._dist = self._dist
+        if getattr(self, "_device", None) is not None:
+            t._device = self._device
         return t
 
     def detach_(self) -> Tensor:
@@ -256,6 +269,8 @@ class Tensor:
         t = Tensor._eager(self._data.copy())
         if getattr(self, "_dist", None) is not None:
             t._shape, t._dist = self._shape, self._dist
+        if getattr(self, "_device", None) is not None:
+            t._device = self._device
         return t
 
     def contiguous(self) -> Tensor:
@@ -383,7 +398,9 @@ class Tensor:
             return (f"tensor(global, shape={list(self._shape)}, dtype={self._dtype!r}, "
                     f"{self._dist.describe()})")  # fmt: skip
         body = np.array2string(self._data, separator=", ", prefix="tensor(")
-        return f"tensor({body}, dtype={self._dtype!r})"
+        dev = getattr(self, "_device", None)
+        where = "" if dev is None else f", device='{dev}'"
+        return f"tensor({body}, dtype={self._dtype!r}{where})"
 
     __hash__ = object.__hash__
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from .. import _device
 from .._jit import Compiled, Lowered, _flatten, _signature, _trace, _unflatten
 from .._tensor import Tensor
 from ._pipeline import check_stages
@@ -55,10 +56,12 @@ class Graph:
     """Base class of compiled training / inference steps (see the module docstring)."""
 
     def __init__(self, *, target: str | None = None):
-        from flow.targets import DEFAULT_TARGET, get_target
+        """`target`: where the step runs; by default the device of its tensors (inputs and
+        parameters, see `flow.device`), the cpu when they have none (`self.target` is None)."""
+        from flow.targets import get_target
 
         self.config = GraphConfig()
-        self.target = get_target(target or DEFAULT_TARGET).name
+        self.target = get_target(target).name if target else None
         self._optimizers: list = []
         self._schedulers: list = []
         self._compiled: dict[tuple, Compiled] = {}
@@ -83,18 +86,20 @@ class Graph:
     def __call__(self, *args):
         leaves, _ = _flatten(list(args))
         self._lift_learning_rates()
-        key = (_signature(leaves), self.target)
+        key = (_signature(leaves), self.target, _device.of_all(leaves))
         compiled = self._compiled.get(key)
         if compiled is None:
             lowered = self._lower(args)
             if self._debug:
                 print(lowered.as_text())
-            first = lowered.compile(self.target)
+            tensors = [*leaves, *lowered.captured]
+            target = _device.program_target(self.target, tensors, type(self).__name__)
+            first = lowered.compile(target)
             self._last_lowered = lowered
             if lowered.born:  # optimizer state made by this first step: compile the steady step
                 out = first._call_flat(leaves)
                 self._after_step()
-                self._compiled[key] = _trace_and_compile(self, args)
+                self._compiled[key] = _trace_and_compile(self, args, target)
                 return out
             compiled = self._compiled[key] = first
         out = compiled._call_flat(leaves)
@@ -203,7 +208,7 @@ def _phase(phase: str, micro_batch: int, stages: list):
     )
 
 
-def _trace_and_compile(graph: Graph, args) -> Compiled:
+def _trace_and_compile(graph: Graph, args, target: str) -> Compiled:
     lowered = graph._lower(args)
     if lowered.born:
         raise RuntimeError(
@@ -213,7 +218,7 @@ def _trace_and_compile(graph: Graph, args) -> Compiled:
     if graph._debug:
         print(lowered.as_text())
     graph._last_lowered = lowered
-    return lowered.compile(graph.target)
+    return lowered.compile(target)
 
 
 def _micro_batches(args: tuple, n: int) -> list[tuple]:

@@ -83,8 +83,10 @@ def _indent(text: str, spaces: int) -> str:
     return "\n".join([lines[0]] + [" " * spaces + line for line in lines[1:]])
 
 
-def _parse_to(args: tuple, kwargs: dict) -> _dtypes.dtype | None:
-    """The dtype asked for by `Module.to(...)`; any device other than the cpu is refused."""
+def _parse_to(args: tuple, kwargs: dict) -> tuple[_dtypes.dtype | None, object]:
+    """The dtype and the device asked for by `Module.to(...)` (None: unchanged)."""
+    from .._device import device as _device_cls
+
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
     if kwargs:
@@ -92,6 +94,8 @@ def _parse_to(args: tuple, kwargs: dict) -> _dtypes.dtype | None:
     for a in args:
         if isinstance(a, Tensor):
             dtype = a.dtype
+        elif isinstance(a, _device_cls):
+            device = a
         elif isinstance(a, str):
             try:
                 dtype = _dtypes.as_dtype(a)
@@ -99,19 +103,14 @@ def _parse_to(args: tuple, kwargs: dict) -> _dtypes.dtype | None:
                 device = a
         elif a is not None:
             dtype = a
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise RuntimeError(
-            f"Module.to: eager parameters live on the host ('cpu'); got device {device!r}. "
-            "Run a model on an accelerator by compiling it: flow.jit(fn, target=...)"
-        )
     if dtype is None:
-        return None
+        return None, device
     dt = _dtypes.as_dtype(dtype)
     if not dt.is_floating_point:
         raise TypeError(
             f"Module.to only accepts floating point dtypes, but got desired dtype={dt!r}"
         )
-    return dt
+    return dt, device
 
 
 def _cast_(t: Tensor, dt: _dtypes.dtype) -> None:
@@ -455,16 +454,22 @@ class Module:
                 p.grad = None if set_to_none else Tensor._eager(np.zeros_like(p.grad.numpy()))
 
     def to(self, *args, **kwargs):
-        """`to(dtype)` casts float parameters and buffers in place; `to("cpu")` is a no-op;
+        """`to(dtype)` casts float parameters and buffers in place; `to(device)` puts them on
+        the device in place (`flow.device`: programs compiled from them run there; an error
+        when the device is missing here);
         `to(flow.nn.graph.GraphModule)` returns the module's graph settings (pipeline stage)."""
         from ._pipeline import GraphModule
 
         if len(args) == 1 and not kwargs and args[0] is GraphModule:
             return GraphModule(self)
-        dt = _parse_to(args, dict(kwargs))
+        dt, device = _parse_to(args, dict(kwargs))
         if dt is not None:
             for t in [*self.parameters(), *self.buffers()]:
                 _cast_(t, dt)
+        if device is not None:
+            from .._device import place
+
+            place([*self.parameters(), *self.buffers()], device)
         return self
 
     def to_global(self, placement=None, sbp=None) -> Module:
@@ -498,10 +503,10 @@ class Module:
         return self.to(_dtypes.bfloat16)
 
     def cpu(self) -> Module:
-        return self
+        return self.to("cpu")
 
     def cuda(self, device=None) -> Module:
-        return self.to("cuda")
+        return self.to("cuda" if device is None else f"cuda:{int(device)}")
 
     # ------------------------------------------------------------------ printing
     def _get_name(self) -> str:

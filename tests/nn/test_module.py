@@ -240,8 +240,9 @@ def test_to_dtype_casts_in_place_and_devices():
     net.float()
     assert weight.dtype is flow.float32 and weight.requires_grad
     assert net.to("cpu") is net and net.cpu() is net
-    with pytest.raises(RuntimeError, match="device 'cuda'"):
-        net.to("cuda")
+    if "cuda" not in flow.targets.available():  # moving to a missing device says so
+        with pytest.raises(RuntimeError, match="no CUDA device"):
+            net.to("cuda")
     with pytest.raises(TypeError, match="floating point"):
         net.to(flow.int32)
 
