@@ -4,13 +4,16 @@ A device names a target of `flow.targets` (cuda -> cuda, rocm or hip -> rocm, vu
 vulkan, cpu -> cpu). The semantics, chosen to be honest about what runs where:
 
 * A tensor carries its device (`tensor.device`; cpu unless moved with `tensor.to(device)` or
-  made by a program that ran on a device). Eager ops always compute on the host with numpy;
-  their result takes the device of their inputs, so a chain of eager ops keeps the device.
+  made by a program that ran on a device). Eager ops always compute on the host (numpy, or
+  the cpu target under `flow.lazy`); their result takes the device of their inputs, so a
+  chain of eager ops keeps the device.
 * `flow.jit` and `nn.Graph` without `target=` compile for the device of their tensors (the
   arguments and the tensors the function captures, e.g. the parameters of a module moved with
   `module.to(device)`), and their results are on that device; with `target=` they compile for
   it. That is where values stay on the device: results passed back as arguments (parameters
   updated by a training step) are handed to the runtime as the device buffers they came from.
+  The device of the arguments is part of the compiled-program cache key; that of captured
+  tensors is read when a signature is first compiled (move a model before its first call).
 * cpu tensors mix with tensors of any device (they are host values, uploaded as needed);
   tensors of two different non-cpu devices do not (an error, like a `target=` that contradicts
   the tensors' device).
