@@ -84,3 +84,21 @@ def goals_table(goals: list[Goal]) -> None:
     print(f"{'case':14} {'goal':52} {'ratio':>7} {'target':>7}  met")
     for g in goals:
         print(f"{g.case:14} {g.what:52} {g.ratio:7.2f} {g.target:7.2f}  {'yes' if g.met else 'NO'}")
+
+
+def train_step(model, optimizer, loss_fn, *, target: str | None = None):
+    """An `nn.Graph` training step: `loss_fn(model(x), y)`, its backward and the update."""
+    import flow.nn as nn
+
+    class TrainStep(nn.Graph):
+        def __init__(self):
+            super().__init__(target=target)
+            self.model = model
+            self.add_optimizer(optimizer)
+
+        def build(self, xb, yb):
+            loss = loss_fn(self.model(xb), yb)
+            loss.backward()
+            return loss
+
+    return TrainStep()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _bench import Goal, median_time, optional, table
+from _bench import Goal, median_time, optional, table, train_step
 
 BATCH, LR, MOMENTUM = 32, 0.05, 0.9
 # (name, shape) of every parameter, in PyTorch's layout.
@@ -48,18 +48,7 @@ def bench_flow(steps: int) -> dict[str, float]:
     loss_fn = nn.CrossEntropyLoss()
     model, opt = model_and_opt()
 
-    class Step(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, xb, yb):
-            loss = loss_fn(self.model(xb), yb)
-            loss.backward()
-            return loss
-
-    graph = Step()
+    graph = train_step(model, opt, loss_fn)
     xt, yt = flow.tensor(x), flow.tensor(y)
     # 12 warm-up calls: a cpu program picks its driver on its first calls
     out = {"flow nn.Graph": median_time(lambda: graph(xt, yt), repeat=steps, warmup=12)}

@@ -19,7 +19,7 @@ import statistics
 import time
 
 import numpy as np
-from _bench import Goal, optional, table
+from _bench import Goal, optional, table, train_step
 
 BATCH, SIZES, LR = 256, (784, 1024, 1024, 10), 0.01
 
@@ -66,18 +66,7 @@ def bench_flow(steps: int, target: str = "cpu") -> dict[str, float]:
     model, opt = model_and_opt()
     loss_fn = nn.CrossEntropyLoss()
 
-    class Step(nn.Graph):
-        def __init__(self):
-            super().__init__(target=target)
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, xb, yb):
-            loss = loss_fn(self.model(xb), yb)
-            loss.backward()
-            return loss
-
-    graph = Step()
+    graph = train_step(model, opt, loss_fn, target=target)
     xt, yt = flow.tensor(x), flow.tensor(y)
     t0 = time.perf_counter()
     graph(xt, yt)
