@@ -20,6 +20,9 @@ import flow
 from flow.tools.opdocs import _arrays, _samples
 
 TARGET = os.environ.get("FLOW_TEST_TARGET", "").strip()
+if not TARGET:  # one skip for the module, not one per op
+    pytest.skip("set FLOW_TEST_TARGET (e.g. cuda) to run the op samples on a device",
+                allow_module_level=True)  # fmt: skip
 SAMPLES = _samples()
 _SHARD, _, _SHARDS = os.environ.get("FLOW_TEST_SHARD", "0/1").partition("/")
 NAMES = sorted(SAMPLES)[int(_SHARD) :: int(_SHARDS or 1)]
@@ -37,8 +40,6 @@ def _leaves(out) -> list:
 def target() -> str:
     from flow.targets import available, get_target
 
-    if not TARGET:
-        pytest.skip("set FLOW_TEST_TARGET (e.g. cuda) to run the op samples on a device")
     name = get_target(TARGET).name
     if name not in available():
         pytest.skip(f"no {name} device here (usable: {', '.join(available())})")
