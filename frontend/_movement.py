@@ -180,6 +180,21 @@ def _index_tensor(op: str, index, what: str = "index") -> Tensor:
     return t
 
 
+def _index_dtype(indices, extent: int):
+    """The integer dtype index arithmetic runs in: int32 when every index tensor is int32 and
+    positions below `extent` fit, else int64. Keeping int32 indices int32 saves a widening
+    cast that two gathers would share; on lavapipe such a shared int64 value was read back
+    zero-extended from workgroup memory, so negative indices came out wrong."""
+    int32 = all(t.dtype is _dtypes.int32 for t in indices) and extent < 2**31
+    return _dtypes.int32 if int32 else _dtypes.int64
+
+
+def _as_index(t: Tensor, extent: int) -> Tensor:
+    """`t` in the dtype of `_index_dtype` (no cast when it is already that)."""
+    dt = _index_dtype([t], extent)
+    return t if t.dtype is dt else O.to(t, dt)
+
+
 # --------------------------------------------------------------------------- indexing
 
 
@@ -366,12 +381,14 @@ def _advanced(op: str, y: Tensor, arrays: list[tuple[int, object, int]]) -> Tens
         index = bind(P.constant, array=np.broadcast_to(linear, bshape).reshape(-1).copy())
     else:
         index = None
+        dynamic = [a for (_, a, _), v in zip(arrays, wrapped) if v is None]
+        dtype = _index_dtype(dynamic, math.prod(sizes))
         for (_, a, _), v, n, s in zip(arrays, wrapped, sizes, strides):
             if v is None:
-                t = O.to(a, _dtypes.int64)
+                t = a if a.dtype is dtype else O.to(a, dtype)
                 t = O.where(O.lt(t, 0), O.add(t, n), t)
             else:
-                t = bind(P.constant, array=v)
+                t = bind(P.constant, array=v.astype(dtype.np_dtype))
             t = O.mul(t, s) if s != 1 else t
             index = t if index is None else O.add(index, t)
         index = O.reshape(O.broadcast_to(index, bshape), count)
@@ -673,7 +690,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         _check_in_range("index_select", values, x.shape[d], d, negative_ok=False)
     elif x.shape[d] == 0 and idx.numel():
         raise op_error("index_select", f"cannot select from dim {d} of size 0", cls=IndexError)
-    return _take(x, d, O.reshape(O.to(idx, _dtypes.int64), idx.numel()))
+    return _take(x, d, O.reshape(_as_index(idx, x.shape[d]), idx.numel()))
 
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
@@ -695,7 +712,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
         _check_in_range("embedding", values, num, 0, negative_ok=False)
     elif num == 0 and idx.numel():
         raise op_error("embedding", "cannot look up in an empty weight", cls=IndexError)
-    flat = O.reshape(O.to(idx, _dtypes.int64), idx.numel())
+    flat = O.reshape(_as_index(idx, num), idx.numel())
     pad_row = None if padding_idx is None else int(padding_idx) % num
     rows = _Lookup.apply(w, flat, pad_row) if w.requires_grad else _take(w, 0, flat)
     return O.reshape(rows, *idx.shape, w.shape[1])

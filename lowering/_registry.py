@@ -23,6 +23,7 @@ PIPELINES: dict[str, list[str]] = {
     # dce runs first: flow ops are Pure, while xDSL cannot prove linalg.generic dead.
     "flow-to-iree-input": [
         "flow-fold-transposes",
+        "flow-sink-negation",
         "dce",
         "flow-fuse-elementwise",
         "flow-lower-to-linalg",
@@ -58,6 +59,11 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
         from .fuse_elementwise import FuseElementwisePass
 
         return FuseElementwisePass
+
+    def sink_negation() -> type[ModulePass]:
+        from .sink_negation import SinkNegationPass
+
+        return SinkNegationPass
 
     def infer_sbp() -> type[ModulePass]:
         from .infer_sbp import InferSbpPass
@@ -97,6 +103,7 @@ def _flow_passes() -> dict[str, Callable[[], type[ModulePass]]]:
     return {
         "flow-lower-to-linalg": lower_to_linalg,
         "flow-fold-transposes": fold_transposes,
+        "flow-sink-negation": sink_negation,
         "flow-fuse-elementwise": fuse_elementwise,
         "flow-infer-sbp": infer_sbp,
         "flow-boxing-to-collectives": boxing_to_collectives,

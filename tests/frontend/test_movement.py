@@ -162,6 +162,18 @@ def test_tensor_index(rng, dtype):
     )  # fmt: skip
 
 
+def test_int32_indices_stay_int32_in_compiled_code(rng):
+    """No widening cast: two gathers sharing one int64 copy of the index read it zero-extended
+    on lavapipe (negative indices went wrong); int64 indices stay int64."""
+    x = data(rng, A)
+    for dtype, cast in ((np.int32, False), (np.int64, False), (np.int8, True)):
+        j = np.array([3, -4], dtype)
+        text = flow.jit(lambda t, j: (t[:, j], t[:, 1, j], t.index_select(2, j.abs()))).lower(
+            x, j).as_text()  # fmt: skip
+        assert ("flow.cast" in text) == cast, text
+        assert f"tensor<2x{'i32' if dtype == np.int32 else 'i64'}>" in text
+
+
 def test_tensor_index_mixed_with_constants(rng):
     x = data(rng, A)
     i = np.array([1, -1, 0])
