@@ -172,8 +172,10 @@ def sign(input) -> Tensor:
         return x
     zero = full(x.shape, 0, x.dtype)
     one = full(x.shape, 1, x.dtype)
-    rest = mul(x, zero) if x.dtype.is_floating_point else zero  # keeps NaN
-    return where(gt(x, zero), one, where(lt(x, zero), -one, rest))
+    # Neither above nor below zero: x is 0, -0.0 or NaN, each its own sign. (Not `x * 0`:
+    # Vulkan drivers may fold that to 0, losing the NaN; Vulkan keeps IEEE NaN and signed
+    # zeros only through a select like this one.)
+    return where(gt(x, zero), one, where(lt(x, zero), -one, x))
 
 
 def sigmoid(input) -> Tensor:

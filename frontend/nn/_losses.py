@@ -269,7 +269,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     w = _class_weight(op, weight, x, class_dim)
     loss, tw, _ = _nll_terms(x, t, w, class_dim, ignore_index)
     if reduction == "mean":
-        return sum(loss) / sum(tw)
+        return _weighted_mean(sum(loss), sum(tw))
     return _reduce(loss, reduction)
 
 
@@ -317,7 +317,13 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
         if reduction == "none":
             return nll
         total = sum(nll)
-    return total / sum(tw) if reduction == "mean" else total
+    return _weighted_mean(total, sum(tw)) if reduction == "mean" else total
+
+
+def _weighted_mean(total: Tensor, weight: Tensor) -> Tensor:
+    """`total / weight`, NaN when no target counts (`weight` 0) as in PyTorch. The NaN is
+    selected, not left to 0 / 0: Vulkan leaves division by zero undefined (lavapipe gives 0)."""
+    return where(eq(weight, 0.0), float("nan"), total / weight)
 
 
 __all__ = [

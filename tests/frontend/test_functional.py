@@ -81,7 +81,10 @@ def _ref32(ref):
 @pytest.mark.parametrize("name, op, ref", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
 def test_activation(rng, name, op, ref):
     x = inputs(rng)
-    check(lambda a: op(a.T), lambda a: _ref32(ref)(a.T), x, name=name)
+    # 0.5 x (1 + tanh(y)) cancels for x << 0: lavapipe's tanh stops 1.8e-7 short of -1, 8e-6
+    # off at x = -30
+    device_atol = 3e-5 if name == "gelu_tanh" else None
+    check(lambda a: op(a.T), lambda a: _ref32(ref)(a.T), x, name=name, device_atol=device_atol)
 
 
 @pytest.mark.parametrize("name, op, ref", ACTIVATIONS, ids=[a[0] for a in ACTIVATIONS])
@@ -183,13 +186,11 @@ def test_softmax_edge_shapes(rng):
 
     def fn(a, s):
         t = a.permute(2, 0, 1)  # (3, 4, 1): softmax over the size-1 dim is all ones
-        return (F.softmax(t, 0), F.log_softmax(t, 2), F.softmax(s, 0),
-                F.log_softmax(a, -1, dtype=flow.float64))  # fmt: skip
+        return F.softmax(t, 0), F.log_softmax(t, 2), F.softmax(s, 0)
 
     def ref(a, s):
         t = a.transpose(2, 0, 1).astype(np.float64)
-        return (_np_softmax(t, 0).astype(F32), np.zeros((3, 4, 1), F32), np.ones((1,), F32),
-                _np_log_softmax(a.astype(np.float64), -1))  # fmt: skip
+        return _np_softmax(t, 0).astype(F32), np.zeros((3, 4, 1), F32), np.ones((1,), F32)
 
     check(fn, ref, x, np.array([2.5], F32))
     scalar = F.softmax(flow.full((), 3.0, flow.float32), 0)
@@ -199,6 +200,9 @@ def test_softmax_edge_shapes(rng):
         assert tuple(out.shape) == shape and out.dtype is flow.float32
     ninf = F.softmax(flow.tensor([[-np.inf, 0.0, np.log(3.0)]]), 1).numpy()
     np.testing.assert_allclose(ninf, [[0.0, 0.25, 0.75]], rtol=1e-6)
+    # last: a device target without float64 exp (Vulkan) skips here
+    check(lambda a: F.log_softmax(a, -1, dtype=flow.float64),
+          lambda a: _np_log_softmax(a.astype(np.float64), -1), x)  # fmt: skip
 
 
 def test_softmax_implicit_dim_warns():
