@@ -8,7 +8,9 @@
 `flow-lower-collectives{rank=R}` and `flow-to-iree-input`, then compiles; the
 collectives become imports of the `comm` runtime module (for cuda and rocm,
 `flow-lower-collectives-native` keeps them in IREE: `flow.collective.*` on
-NCCL / RCCL channels). `run_for_rank` loads
+NCCL / RCCL channels, for an IREE runtime that provides those channels; programs
+that flow itself runs use `comm` on every target, staging device buffers through
+host memory). `run_for_rank` loads
 it with the program's group table (the communicators are made on first use,
 by the members of each group only) and calls the function with this rank's
 shards.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -32,31 +34,50 @@ __all__ = [
     "run_for_rank",
 ]  # fmt: skip
 
+if TYPE_CHECKING:
+    from flow.targets import Target
+
 Group = tuple[int, ...]
 
 
 def compile_for_rank(
-    module: ModuleOp, rank: int, target: str = "cpu", *, infer_sbp: bool = True
+    module: ModuleOp,
+    rank: int,
+    target: str | Target = "cpu",
+    *,
+    infer_sbp: bool = True,
+    collectives: str | None = None,
 ) -> tuple[bytes, list[Group]]:
     """Rank `rank`'s compiled program of the global program `module` (left unchanged), and the
     groups its collectives use, in registration order (group id = index + 1)."""
     from flow.targets import compile_mlir
 
-    text, groups = lower_for_rank(module, rank, target, infer_sbp=infer_sbp)
+    text, groups = lower_for_rank(
+        module, rank, target, infer_sbp=infer_sbp, collectives=collectives
+    )
     return compile_mlir(text, target), groups
 
 
 def lower_for_rank(
-    module: ModuleOp, rank: int, target: str = "cpu", *, infer_sbp: bool = True
+    module: ModuleOp,
+    rank: int,
+    target: str | Target = "cpu",
+    *,
+    infer_sbp: bool = True,
+    collectives: str | None = None,
 ) -> tuple[str, list[Group]]:
     """Rank `rank`'s program of `module` as the text handed to IREE, and its groups.
 
-    The target's `collectives` picks the lowering: `comm` calls (CPU, MPI) or IREE's native
-    collectives (cuda, rocm), whose channels are split from the whole global program's
-    channel table so that every rank creates the same channels."""
+    `collectives` (by default the target's own) picks the lowering: `comm` calls (MPI on host
+    memory, which flow's runtime provides on every driver) or IREE's native collectives
+    (cuda, rocm), whose channels are split from the whole global program's channel table so
+    that every rank creates the same channels."""
     from flow.targets import get_target
 
-    native = get_target(target).collectives == "native"
+    collectives = collectives or get_target(target).collectives
+    if collectives not in ("comm", "native"):
+        raise ValueError(f"collectives must be 'comm' or 'native', got {collectives!r}")
+    native = collectives == "native"
     work = module.clone()
     steps = "flow-infer-sbp," if infer_sbp else ""
     run_pipeline(
@@ -122,10 +143,11 @@ def run_for_rank(
     `function` on this rank's `arrays`. With more ranks than cores the CPU driver defaults
     to `local-sync`."""
     from flow import env
-    from flow.targets import load, prepare_iree_for_mpi
+    from flow.targets import get_target, load, prepare_iree_for_mpi
 
     prepare_iree_for_mpi()
-    if driver is None and env.get_world_size() >= (os.cpu_count() or 1):
+    crowded = env.get_world_size() >= (os.cpu_count() or 1)
+    if driver is None and crowded and get_target(target).name == "cpu":
         driver = "local-sync"
     module = load(vmfb, target, driver=driver, collectives=True, groups=groups)
     return module[function](*arrays)

@@ -146,11 +146,16 @@ class Lowered:
             from ._distributed_compile import compile_for_rank
 
             # SBP inference already ran at trace time (it fixed the result distributions).
-            vmfb, groups = compile_for_rank(self.module, env.get_rank(), tgt.name, infer_sbp=False)
+            tgt = execution_target(tgt)  # e.g. vulkan: the architecture of the local device
+            # comm collectives on every target: flow's runtime runs them over MPI (a device's
+            # buffers staged through host memory); it sets up no NCCL / RCCL channels
+            vmfb, groups = compile_for_rank(
+                self.module, env.get_rank(), tgt, infer_sbp=False, collectives="comm"
+            )
             return Compiled(self, tgt.name, vmfb, groups)
         from flow.targets import cache
 
-        tgt = execution_target(tgt)  # e.g. vulkan: the architecture of the local device
+        tgt = execution_target(tgt)
         key = _front_key(self.module, tgt)
         vmfb = cache.lookup(key) if key is not None else None
         if vmfb is None:
@@ -333,8 +338,9 @@ def _load_for_rank(vmfb: bytes, groups: list, target: str):
     from flow.targets import load, prepare_iree_for_mpi
 
     prepare_iree_for_mpi()
-    driver = "local-sync" if env.get_world_size() >= (os.cpu_count() or 1) else None
-    return load(vmfb, target, driver=driver, collectives=True, groups=groups)
+    crowded = target == "cpu" and env.get_world_size() >= (os.cpu_count() or 1)
+    return load(vmfb, target, driver="local-sync" if crowded else None, collectives=True,
+                groups=groups)  # fmt: skip
 
 
 def _host(x) -> np.ndarray:

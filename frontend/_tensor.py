@@ -133,10 +133,14 @@ class Tensor:
     @property
     def device(self):
         """The `flow.device` whose target runs this tensor's programs (see frontend/_device.py);
-        the value itself is always in host memory."""
-        from ._device import CPU
+        the value itself is always in host memory. A global tensor's is its placement's type."""
+        from ._device import CPU, device
 
-        return getattr(self, "_device", None) or CPU
+        d = getattr(self, "_device", None)
+        info = getattr(self, "_dist", None)
+        if d is None and info is not None and info.placement.type != "cpu":
+            return device(info.placement.type, 0)
+        return d or CPU
 
     def cpu(self) -> Tensor:
         return self.to("cpu")

@@ -1,12 +1,14 @@
-"""Collectives for compiled CPU programs: an IREE runtime module named ``comm`` written in Python.
+"""Collectives for compiled programs: an IREE runtime module named ``comm`` written in Python.
 
 IREE's CPU drivers have no collective channels, so a per-rank program calls collectives as
-imports of this module, and each import runs the MPI collective (mpi4py) on the mapped buffers::
+imports of this module, and each import runs the MPI collective (mpi4py) on the mapped buffers.
+Programs flow runs on a GPU or Vulkan device use it too: operands are copied to host memory
+through a staging buffer, and results are host memory the device reads (`_Buffers`)::
 
     func.func private @comm.all_reduce_sum.4x8xf32(tensor<4x8xf32>, i32) -> tensor<4x8xf32>
     %y = func.call @comm.all_reduce_sum.4x8xf32(%x, %group) : (tensor<4x8xf32>, i32) -> ...
 
-``flow.targets.load(vmfb, "cpu")`` links this module in when the program imports from it.
+``flow.targets.load(vmfb, target)`` links this module in when the program imports from it.
 
 Import names are ``comm.<collective>`` optionally followed by ``.<suffix>``: an MLIR module
 declares a symbol once, so a program that calls a collective on several tensor types gives each
@@ -274,31 +276,74 @@ def _member(group: int) -> Any:
 
 
 class _Buffers:
-    """Maps argument buffer views to numpy and allocates result buffer views on one device."""
+    """Maps argument buffer views to numpy and allocates result buffer views on one device.
 
-    def __init__(self, device: rt.HalDevice):
+    On a CPU device every buffer is host memory: arguments are mapped, results are
+    device-local host-visible buffers. On a GPU or Vulkan device (``host_memory=False``)
+    arguments the host cannot map are copied out through a staging buffer, and results are
+    host memory the device reads (``HOST_LOCAL | DEVICE_VISIBLE``): MPI works on host memory
+    and the program reads the result where it lies.
+    """
+
+    def __init__(self, device: rt.HalDevice, host_memory: bool = True):
+        self._device = device
         self._allocator = device.allocator
+        self.host_memory = host_memory
 
     @staticmethod
     def view(ref: rt.VmRef) -> rt.HalBufferView:
         return ref.deref(rt.HalBufferView)
 
-    @staticmethod
-    def array(bv: rt.HalBufferView, dtype: np.dtype | None = None) -> np.ndarray:
-        """The buffer as a numpy array without a copy (typed, or flat bytes when dtype is None)."""
+    def array(self, bv: rt.HalBufferView, dtype: np.dtype | None = None) -> np.ndarray:
+        """The buffer as a numpy array (typed, or flat bytes when dtype is None): without a copy
+        where the host can map it, else a copy (see `writable`)."""
         shape = list(bv.shape)
         if dtype is None:
             dtype, shape = np.dtype(np.uint8), [bv.byte_length]
         if bv.byte_length == 0:
             return np.empty(shape, dtype)
-        return bv.map().asarray(shape, dtype)
+        if self.host_memory or self.writable(bv):
+            return bv.map().asarray(shape, dtype)
+        return self._download(bv).map().asarray(shape, dtype).copy()
+
+    def writable(self, bv: rt.HalBufferView) -> bool:
+        """Whether `array(bv)` maps the buffer itself (so writes to the array land in it)."""
+        if self.host_memory:
+            return True
+        buf = bv.get_buffer()
+        mappable = int(rt.BufferUsage.MAPPING_SCOPED)
+        return bool(buf.memory_type() & int(rt.MemoryType.HOST_VISIBLE)) and (
+            buf.allowed_usage() & mappable == mappable
+        )
+
+    def _download(self, bv: rt.HalBufferView) -> rt.HalBuffer:
+        src = bv.get_buffer()
+        host = self._allocator.allocate_buffer(
+            memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
+            allowed_usage=int(rt.BufferUsage.TRANSFER_TARGET | rt.BufferUsage.MAPPING_SCOPED),
+            allocation_size=src.byte_length(),
+        )
+        sem = self._device.create_semaphore(0)
+        self._device.queue_copy(
+            src,
+            host,
+            wait_semaphores=rt.HalFence.create_at(sem, 0),
+            signal_semaphores=rt.HalFence.create_at(sem, 1),
+        )
+        rt.HalFence.create_at(sem, 1).wait()
+        return host
 
     def new(self, shape: Sequence[int], element_type: int, nbytes: int) -> rt.HalBufferView:
         """A result buffer view. Large ones get transparent huge pages before the first touch:
         a fresh 64 MiB buffer otherwise costs ~16k page faults, which made a compiled
         all_reduce ~1.6x slower than mpi4py on numpy arrays (numpy asks for huge pages)."""
+        memory = (
+            rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE
+            if self.host_memory
+            else rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE
+        )
         buf = self._allocator.allocate_buffer(
-            memory_type=int(rt.MemoryType.DEVICE_LOCAL | rt.MemoryType.HOST_VISIBLE),
+            memory_type=int(memory),
             allowed_usage=int(rt.BufferUsage.DEFAULT | rt.BufferUsage.MAPPING),
             allocation_size=nbytes,
         )
@@ -387,6 +432,7 @@ def _all_reduce(
     src = self.buffers.view(ref)
     dt = _dtype(src)
     wide = _wide(dt)
+    inplace = inplace and self.buffers.writable(src)  # else a device buffer: a new result
     dst = src if inplace else self.buffers.new(src.shape, src.element_type, src.byte_length)
     a, b = self.buffers.array(src, dt), self.buffers.array(dst, dt)
     if wide is not None:
@@ -724,8 +770,10 @@ _NEVER_WAIT = ("send", "fence")  # calls that wait for no peer
 class _CommModule:
     """Per-context state of the ``comm`` module: buffers, and the program's group table."""
 
-    def __init__(self, device: rt.HalDevice, ids: tuple[int, ...] | None = None):
-        self.buffers = _Buffers(device)
+    def __init__(
+        self, device: rt.HalDevice, ids: tuple[int, ...] | None = None, host_memory: bool = True
+    ):
+        self.buffers = _Buffers(device, host_memory)
         self.ids = ids
 
     def global_id(self, group: int) -> int:
@@ -743,16 +791,20 @@ class _CommModule:
 
 
 def create_module(
-    device: rt.HalDevice, vmfb: bytes = b"", groups: Sequence[Sequence[int]] | None = None
+    device: rt.HalDevice,
+    vmfb: bytes = b"",
+    groups: Sequence[Sequence[int]] | None = None,
+    *,
+    host_memory: bool = True,
 ) -> tuple[rt.VmModule, rt.PyModuleInterface]:
-    """The ``comm`` VM module for a context on ``device`` (a CPU device: buffers are mapped),
-    exporting every collective plus the specialised names that ``vmfb`` imports; and its
+    """The ``comm`` VM module for a context on ``device`` (``host_memory``: a CPU device, whose
+    buffers are mapped; else a GPU or Vulkan device, staged through host memory), exporting every collective plus the specialised names that ``vmfb`` imports; and its
     interface, which must stay alive as long as the context. With ``groups`` (the program's
     group table, see :func:`program_groups`) the program's group ids are its own; without,
     they are the process-wide ids of :func:`register_group` / :func:`register_mesh`."""
     mpi()  # fail now, not at the first call, when mpi4py is missing
     ids = None if groups is None else program_groups(groups)
-    iface = rt.PyModuleInterface(MODULE_NAME, lambda _iface: _CommModule(device, ids))
+    iface = rt.PyModuleInterface(MODULE_NAME, lambda _iface: _CommModule(device, ids, host_memory))
     names = {c.name: c for c in COLLECTIVES.values()}
     names.update({n: COLLECTIVES[n.split(".", 1)[0]] for n in imported_collectives(vmfb)})
     for name, c in sorted(names.items()):

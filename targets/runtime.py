@@ -203,22 +203,21 @@ def load(
 ) -> Module:
     """Load a compiled module onto the device of ``target`` (or of ``driver``, e.g.
     ``local-sync`` for a cpu module when ranks outnumber cores). With ``collectives`` (by
-    default: when the module imports any), the ``comm`` collectives are linked in (CPU
-    drivers only); ``groups`` is then the program's group table (its id ``i + 1`` names the
+    default: when the module imports any), the ``comm`` collectives are linked in (MPI on host
+    memory: a GPU or Vulkan device's buffers are staged); ``groups`` is then the program's group
+    table (its id ``i + 1`` names the
     world ranks ``groups[i]``), or None for process-wide group ids."""
     tgt = get_target(target)
     drv = resolve_driver(tgt, driver)
     if collectives is None:
         collectives = bool(imported_collectives(vmfb))
-    if collectives and drv not in CPU_DRIVERS:
-        raise ValueError(
-            f"collectives=True needs a CPU driver ({', '.join(CPU_DRIVERS)}), not {drv!r}"
-        )
     config = device_config(tgt, drv)
     imports: tuple[rt.VmModule, ...] = ()
     keep_alive: Any = None
     if collectives:
-        comm_module, keep_alive = create_module(config.device, vmfb, groups)
+        comm_module, keep_alive = create_module(
+            config.device, vmfb, groups, host_memory=drv in CPU_DRIVERS
+        )
         imports = (comm_module,)
     try:
         vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
