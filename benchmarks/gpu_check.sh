@@ -12,8 +12,9 @@
 #   module      flow-compile a small MLP for cuda (sm_80 code; newer GPUs run it through the
 #               driver's PTX JIT) and run it with flow-run; the result is checked
 #   benchmark   benchmarks/train_step.py --target cuda (the MLP step as one nn.Graph program)
-#   op-samples  every public op's sample compiled for cuda against the same program on the
-#               cpu (tests/targets/test_gpu_ops.py, FLOW_TEST_TARGET=cuda, 4 processes)
+#   op-samples  every public op's sample compiled for cuda against the eager (numpy) op
+#               (tests/targets/test_op_samples.py, FLOW_TEST_TARGET=cuda, its cuda cases only:
+#               8 batches of samples, one module each, in 4 processes)
 #   dp-compile  a data-parallel MLP step traced by flow.jit on 2 ranks (MPI on the CPU) and
 #               compiled per rank with IREE's native collectives for cuda and rocm, and
 #               flow-lower-collectives-native checked exactly against a numpy model of IREE's
@@ -158,8 +159,9 @@ run_module() {
 op_samples() {
     local i pids=() status=0
     for i in 0 1 2 3; do
-        FLOW_TEST_TARGET=$TARGET FLOW_TEST_SHARD=$i/4 "$PY" -m pytest -q -p no:cacheprovider \
-            tests/targets/test_gpu_ops.py >"$LOGS/op-samples.$i.log" 2>&1 &
+        FLOW_TEST_TARGET=$TARGET FLOW_TEST_SHARD=$i/4 FLOW_TEST_BATCHES=8 "$PY" -m pytest -q \
+            -p no:cacheprovider tests/targets/test_op_samples.py \
+            -k "test_public_ops_match_eager and $TARGET" >"$LOGS/op-samples.$i.log" 2>&1 &
         pids+=($!)
     done
     for i in "${!pids[@]}"; do

@@ -1,11 +1,8 @@
-"""Every public op of flow, compiled for the vulkan target, gives what the eager (numpy) op gives.
+"""What the vulkan target runs and what it refuses, op by op.
 
-The samples are the ones docs/ops.md is generated from (flow.tools.opdocs: every public op of
-`flow` and `flow.nn.functional` on a small input). Compiling one module per op costs ~1 s each
-and lavapipe then compiles each dispatch again on the first call, so the ops run in a few
-batches: one traced function per batch calls every sample of it (measured cold, all 198 ops:
-~4 minutes one by one, under a minute in one module). Random ops are compared too: compiled
-code draws the numbers eager code draws from the same seed (frontend/_random.py).
+Every public op's sample on the vulkan target (and on the target named by `FLOW_TEST_TARGET`)
+is compared with eager in test_op_samples.py; the samples and their batches are shared with
+it (op_samples.py).
 
 What a Vulkan architecture cannot run is refused before IREE sees it (flow.targets.vulkan): on
 lavapipe flow compiles for its own architecture (`llvmpipe`), which runs every op, float64
@@ -17,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from op_samples import CASES, NO_VULKAN, SAMPLES
 
 import flow
 from flow.lowering import run_pipeline, to_iree_text
@@ -24,98 +22,7 @@ from flow.targets import UnsupportedError, available, compile_mlir, get_target
 from flow.targets.vulkan import DEFAULT_ARCH, check_supported
 from flow.tools import opdocs
 
-needs_vulkan = pytest.mark.skipif(
-    "vulkan" not in available(),
-    reason="no Vulkan device here (Mesa lavapipe: apt-get install mesa-vulkan-drivers libvulkan1)",
-)
-
-SAMPLES = opdocs._samples()
-OPS = [name for name, _ in opdocs._public_ops() if name in SAMPLES]
-BATCHES = 4
-SEED = 1234
-
-
-def _results(out) -> list[np.ndarray]:
-    return [t.numpy() for t in (out if isinstance(out, (tuple, list)) else [out])]
-
-
-def _cases() -> list[tuple[str, list[np.ndarray]]]:
-    """(op, sample inputs) for every op whose sample returns tensors (not a Python value)."""
-    cases = []
-    for name in OPS:
-        call, specs = SAMPLES[name]
-        arrays = opdocs._arrays(specs, np.random.default_rng(0))
-        if isinstance(call(*(flow.tensor(a) for a in arrays)), (flow.Tensor, tuple, list)):
-            cases.append((name, arrays))
-    return cases
-
-
-CASES = _cases()
-
-
-def _batch(i: int) -> list[tuple[str, list[np.ndarray]]]:
-    size = -(-len(CASES) // BATCHES)
-    return CASES[i * size : (i + 1) * size]
-
-
-def _eager(cases) -> list[list[np.ndarray]]:
-    flow.manual_seed(SEED)
-    return [_results(SAMPLES[n][0](*(flow.tensor(a) for a in arrays))) for n, arrays in cases]
-
-
-def _batched(cases):
-    """One function calling every sample of `cases` in order, on the flat list of inputs."""
-
-    def run(*flat):
-        out, i = [], 0
-        for name, arrays in cases:
-            out.append(SAMPLES[name][0](*flat[i : i + len(arrays)]))
-            i += len(arrays)
-        return out
-
-    return run
-
-
-def _mismatches(cases, got, want) -> list[str]:
-    problems = []
-    for (name, _), outs, refs in zip(cases, got, want):
-        outs = _results(outs)
-        for k, (o, r) in enumerate(zip(outs, refs)):
-            where = f"{name} (output {k})"
-            if o.dtype != r.dtype or o.shape != r.shape:
-                problems.append(f"{where}: {o.dtype}{list(o.shape)} vs eager "
-                                f"{r.dtype}{list(r.shape)}")  # fmt: skip
-            elif not np.allclose(o.astype(np.float64), r.astype(np.float64), rtol=1e-4,
-                                 atol=1e-5, equal_nan=True):  # fmt: skip
-                err = np.nanmax(np.abs(o.astype(np.float64) - r.astype(np.float64)))
-                problems.append(f"{where}: max |vulkan - eager| = {err:.3g}\n  vulkan {o.ravel()[:6]}"
-                                f"\n  eager  {r.ravel()[:6]}")  # fmt: skip
-        if len(outs) != len(refs):
-            problems.append(f"{name}: {len(outs)} outputs vs eager {len(refs)}")
-    return problems
-
-
-def test_samples_cover_every_public_op_and_batches_cover_every_sample():
-    assert len(CASES) > 150
-    assert sum(len(_batch(i)) for i in range(BATCHES)) == len(CASES)
-    returning_values = set(OPS) - {n for n, _ in CASES}
-    assert returning_values <= {"numel", "is_floating_point", "is_nonzero", "is_complex"}
-
-
-@needs_vulkan
-@pytest.mark.parametrize("batch", range(BATCHES),
-                         ids=[f"{_batch(i)[0][0]}-{_batch(i)[-1][0]}" for i in range(BATCHES)])  # fmt: skip
-def test_public_ops_on_vulkan_match_eager(batch):
-    cases = _batch(batch)
-    want = _eager(cases)
-    flat = [a for _, arrays in cases for a in arrays]
-    fn = flow.jit(_batched(cases), target="vulkan")
-    flow.manual_seed(SEED)
-    got = fn(*flat)
-    problems = _mismatches(cases, got, want)
-    assert not problems, "\n".join(problems)
-    outs = [t for out in got for t in (out if isinstance(out, (tuple, list)) else [out])]
-    assert {str(t.device) for t in outs} == {"vulkan:0"}
+needs_vulkan = pytest.mark.skipif("vulkan" not in available(), reason=NO_VULKAN)
 
 
 @needs_vulkan
