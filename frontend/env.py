@@ -113,6 +113,9 @@ def _init() -> None:
     _local_rank = node.rank
     _node_size = world.allreduce(1 if node.rank == 0 else 0)
     node.Free()
+    from flow.targets.runtime import set_local_rank
+
+    set_local_rank(_local_rank)  # ranks of a node spread over its GPUs
     sys.excepthook = _abort_on_uncaught
 
 

@@ -99,10 +99,31 @@ def _create_config(driver: str) -> rt.Config | str:
             # its pages doubled the time of a 64 MiB elementwise chain on local-sync.
             device = rt.get_driver(driver).create_device_by_uri(driver, allocators=["caching"])
         else:
-            device = rt.get_device(driver)
+            device = _rank_device(driver)
         return rt.Config(device=device)
     except Exception as err:  # noqa: BLE001 -- any failure means "no usable device"
         return f"{type(err).__name__}: {err}"
+
+
+_local_rank = 0  # this process's rank on its node (flow.env sets it under a launcher)
+
+
+def set_local_rank(rank: int) -> None:
+    """Tell the runtime this process's rank on its node: with several GPUs (or Vulkan
+    devices) on a node, local rank r runs on device r mod their number."""
+    global _local_rank
+    _local_rank = int(rank)
+
+
+def _rank_device(driver: str) -> rt.HalDevice:
+    """The driver's device for this process: its first, or the local rank's when the node has
+    several, so that the ranks of a node spread over its GPUs."""
+    if _local_rank:
+        hal_driver = rt.get_driver(driver)
+        devices = hal_driver.query_available_devices()
+        if len(devices) > 1:
+            return hal_driver.create_device(devices[_local_rank % len(devices)])
+    return rt.get_device(driver)
 
 
 def _config_or_reason(driver: str) -> rt.Config | str:

@@ -189,3 +189,26 @@ def test_a_second_device_that_is_not_here_is_an_error():
         RuntimeUnavailableError, match=f"no vulkan device {n}: this machine has {n}"
     ):
         flow.ones(2).to(f"vulkan:{n}")
+
+
+def test_ranks_of_a_node_spread_over_its_devices(monkeypatch):
+    """Local rank r takes device r mod n of a driver with n devices (a node with several GPUs);
+    local rank 0, and a driver with one device, take the driver's default device."""
+    from flow.targets import runtime
+
+    made = []
+
+    class Driver:
+        def query_available_devices(self):
+            return [{"device_id": i, "name": f"gpu{i}"} for i in range(3)]
+
+        def create_device(self, info):
+            made.append(info["device_id"])
+            return info["name"]
+
+    monkeypatch.setattr(runtime.rt, "get_driver", lambda name: Driver())
+    monkeypatch.setattr(runtime.rt, "get_device", lambda name: "default")
+    for rank, want in [(0, "default"), (1, "gpu1"), (4, "gpu1"), (5, "gpu2")]:
+        monkeypatch.setattr(runtime, "_local_rank", rank)
+        assert runtime._rank_device("cuda") == want
+    assert made == [1, 1, 2]
