@@ -191,14 +191,15 @@ _KNOBS_NOT_IN_KEY = {"FLOW_CACHE_DIR", "FLOW_NO_CACHE", "FLOW_DUMP_IR", "FLOW_CP
 
 @functools.lru_cache(maxsize=1)
 def _sources_digest() -> str:
-    """A digest of the code that turns flow IR into IREE input (dialect and lowering): each
-    source file's path, size and modification time (reading them all costs ~20 ms)."""
+    """A digest of the code that turns flow IR into a module (dialect, lowering, and the
+    targets, whose checks run before IREE): each source file's path, size and modification
+    time (reading them all costs ~20 ms)."""
     import hashlib
     import importlib.util
     from pathlib import Path
 
     h = hashlib.sha256()
-    for package in ("flow.dialect", "flow.lowering"):
+    for package in ("flow.dialect", "flow.lowering", "flow.targets"):
         spec = importlib.util.find_spec(package)
         for folder in spec.submodule_search_locations or ():
             for path in sorted(Path(folder).rglob("*.py")):
