@@ -19,12 +19,13 @@
 #               compiled per rank with IREE's native collectives for cuda and rocm, and
 #               flow-lower-collectives-native checked exactly against a numpy model of IREE's
 #               collectives (tests/targets/test_native_collectives.py; compile only)
-#   dp-run      NOT exercised, on any number of GPUs: flow's multi-rank runtime runs collectives
-#               over MPI on the CPU (the `comm` module). A cuda rank's program uses IREE's native
-#               collectives on NCCL channels, and creating those needs an IREE channel provider
-#               (IREE's MPI provider with the system's libmpi, or one flow would register) that
-#               flow's runtime does not set up yet. The step says so and is skipped, never
-#               reported as passed.
+#   dp-run      data- and tensor-parallel nn.Graph training steps on 2 ranks with a cuda
+#               placement, equal to single-device training (tests/distributed/
+#               test_device_parallel.py, FLOW_TEST_TARGET=cuda). flow's runtime runs the
+#               collectives over MPI, staging the GPU's buffers through host memory; ranks of a
+#               node spread over its GPUs (one GPU: both ranks share it). IREE's native NCCL
+#               collectives are compiled (dp-compile) but not run: flow's runtime does not set
+#               up NCCL channels.
 #   op-tests    the numeric op tests of tests/frontend with their flow.jit side on cuda
 #               (FLOW_TEST_TARGET=cuda; one process per file)
 #
@@ -200,11 +201,12 @@ else
     for s in module benchmark op-samples; do record "$s" SKIP 0 "the $TARGET driver is not usable"; done
 fi
 step dp-compile 90 "$PY" -m pytest -q -p no:cacheprovider tests/targets/test_native_collectives.py
-record dp-run SKIP 0 "$GPUS NVIDIA GPU(s); running native collectives needs IREE's NCCL channels (see the header)"
 if [ "$DRIVER_OK" = 0 ]; then
+    step dp-run 120 env FLOW_TEST_TARGET="$TARGET" "$PY" -m pytest -q -p no:cacheprovider \
+        tests/distributed/test_device_parallel.py -k "$TARGET"
     step op-tests 200 op_tests
 else
-    record op-tests SKIP 0 "the $TARGET driver is not usable"
+    for s in dp-run op-tests; do record "$s" SKIP 0 "the $TARGET driver is not usable"; done
 fi
 
 summary
