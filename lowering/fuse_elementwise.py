@@ -15,10 +15,14 @@ What is fused (per block, in program order):
   the producer's result has the same shape: reductions, matmuls, reshapes,
   transposes, slices, concats, gathers, convolutions and collectives are never
   members, so fusion stops at them and at every shape change.
-* **Leaves** are `flow.full` (a scalar constant in the loop body) and
-  `flow.broadcast_in_dim` (an indexing map on its operand). They are copied
-  into every group that reads them, never materialized by it; the original is
-  erased when nothing else uses it.
+* **Leaves** are `flow.full` (a scalar constant in the loop body),
+  `flow.broadcast_in_dim` (an indexing map on its operand) and a `flow.cast`
+  with several uses (one instruction per element, cheaper to redo than to
+  write and re-read). They are copied into every group that reads them, never
+  materialized by it; the original is erased when nothing else uses it. (A
+  shared int32-to-int64 cast of gather indices was also what lavapipe got
+  wrong: IREE kept it in workgroup memory, where lavapipe reads int64 back
+  zero-extended.)
 * **Multi-use producers stay unfused by default**: a group only takes in an
   operand's group when the operand is used by nothing else, so each group
   has one result (its last op) and multi-use values are materialized by
@@ -65,10 +69,17 @@ def _is_member(op: Operation) -> bool:
     return isinstance(op, flow.ElementwiseOp) and _local_shape(op.results[0]) is not None
 
 
-def _is_leaf(op: Operation) -> bool:
-    return isinstance(op, (flow.FullOp, flow.BroadcastInDimOp)) and (
+def _is_leaf(op: Operation, shared_casts: set[Operation]) -> bool:
+    """Whether `op` is copied into the groups that read it; `shared_casts`: the casts that had
+    several uses before any fusion of the block."""
+    return (isinstance(op, (flow.FullOp, flow.BroadcastInDimOp)) or op in shared_casts) and (
         _local_shape(op.results[0]) is not None
     )
+
+
+def _shared_casts(block: Block) -> set[Operation]:
+    return {op for op in block.ops
+            if isinstance(op, flow.CastOp) and len(list(op.results[0].uses)) > 1}  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -91,11 +102,11 @@ def _used_values(op: Operation) -> list[SSAValue]:
     return [v for inner in op.walk() for v in inner.operands]
 
 
-def _group_block(block: Block, multi_output: bool) -> list[_Group]:
+def _group_block(block: Block, multi_output: bool, shared_casts: set[Operation]) -> list[_Group]:
     """Form the groups of `block` in one walk (see the module docstring)."""
     group_of: dict[Operation, _Group] = {}
     for op in block.ops:
-        if _is_member(op):
+        if _is_member(op) and op not in shared_casts:
             shape = _local_shape(op.results[0])
             candidates: list[_Group] = []
             for v in op.operands:
@@ -134,7 +145,9 @@ def _group_block(block: Block, multi_output: bool) -> list[_Group]:
     return list({id(g): g for g in group_of.values()}.values())
 
 
-def _fuse(group: _Group, order: dict[Operation, int]) -> FusedOp | None:
+def _fuse(
+    group: _Group, order: dict[Operation, int], shared_casts: set[Operation]
+) -> FusedOp | None:
     """Replace the group's ops by one `flow.fused` placed at its last member.
 
     `order` numbers the ops of the group's block as they were before any fusion.
@@ -152,7 +165,7 @@ def _fuse(group: _Group, order: dict[Operation, int]) -> FusedOp | None:
             if (
                 isinstance(owner, Operation)
                 and owner.parent is block
-                and _is_leaf(owner)
+                and _is_leaf(owner, shared_casts)
                 and not any(o.owner in inside for o in owner.operands)
             ):
                 leaves[owner] = None
@@ -198,8 +211,9 @@ def fuse_elementwise(module: ModuleOp, *, multi_output: bool = False) -> int:
     made = 0
     for block in blocks:
         order = {op: i for i, op in enumerate(block.ops)}
-        for group in _group_block(block, multi_output):
-            if _fuse(group, order) is not None:
+        shared_casts = _shared_casts(block)
+        for group in _group_block(block, multi_output, shared_casts):
+            if _fuse(group, order, shared_casts) is not None:
                 made += 1
     return made
 

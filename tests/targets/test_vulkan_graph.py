@@ -127,3 +127,21 @@ def test_flow_run_executes_a_vulkan_module(tmp_path, capsys):
     assert rc == 0
     assert "result[0]: 4xf32" in capsys.readouterr().out
     assert np.load(out).tolist() == [2.0, 4.0, 6.0, 8.0]
+
+
+def test_an_int64_index_shared_by_two_gathers():
+    """One `j.to(int64)` indexing twice, with negative entries. IREE used to keep the widened
+    index in workgroup memory, where lavapipe read it back zero-extended (wrong rows for
+    negative indices); flow-fuse-elementwise now redoes a shared cast in each consumer (so
+    with FLOW_FUSION=0 lavapipe still gets this wrong)."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    j = np.array([3, -4], np.int32)
+
+    def f(t, j):
+        k = j.to(flow.int64)
+        return t[:, k], t[:, 1, k], t[k // 2, 2, :]
+
+    got = flow.jit(f, target="vulkan")(x, j)
+    for g, want in zip(got, (x[:, j], x[:, 1, j], x[j // 2, 2, :])):
+        np.testing.assert_array_equal(g.numpy(), want)

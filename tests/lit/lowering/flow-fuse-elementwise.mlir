@@ -297,3 +297,28 @@ func.func @global(%a: tensor<8xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #
   %1 = flow.neg %0 : tensor<8xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
   return %1 : tensor<8xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>>
 }
+
+// -----
+
+// A cast with several uses is a leaf: each group redoes it, and it is gone (not materialized).
+// CHECK-LABEL: func.func @shared_cast(
+// CHECK-SAME:    %[[J:[^:]+]]: tensor<2xi32>
+// CHECK-NOT:     flow.cast
+// CHECK:         flow.fused (%[[X:.*]] = %[[J]])
+// CHECK-NEXT:      flow.cast %[[X]] : tensor<2xi32> -> tensor<2xi64>
+// CHECK:         flow.fused (%[[Y:.*]] = %[[J]])
+// CHECK-NEXT:      flow.cast %[[Y]] : tensor<2xi32> -> tensor<2xi64>
+// MULTI-LABEL: func.func @shared_cast(
+// MULTI-NOT:     flow.cast %
+// MULTI:         flow.fused
+// MULTI-NEXT:      flow.cast
+// MULTI:         flow.fused
+// MULTI-NEXT:      flow.cast
+func.func @shared_cast(%j: tensor<2xi32>) -> (tensor<2xi64>, tensor<2xi64>) {
+  %k = flow.cast %j : tensor<2xi32> -> tensor<2xi64>
+  %four = flow.full 4 : i64 -> tensor<2xi64>
+  %five = flow.full 5 : i64 -> tensor<2xi64>
+  %a = flow.add %k, %four : tensor<2xi64>
+  %b = flow.add %k, %five : tensor<2xi64>
+  return %a, %b : tensor<2xi64>, tensor<2xi64>
+}
