@@ -11,11 +11,10 @@ import sys
 
 import numpy as np
 from rank_checks import Checks
+from rank_models import Step, mlp
 
 import flow
 import flow.env
-import flow.nn.functional as F
-from flow import nn
 from flow._global import placement, sbp
 
 DEVICE = sys.argv[1]
@@ -50,23 +49,6 @@ check(outs[0].sbp == (S(0),), f"y keeps the batch split, got {outs[0].sbp}")
 
 
 # ----------------------------------------------------------------- nn.Graph training steps
-def mlp() -> nn.Module:
-    flow.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
-
-
-class Step(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, xb, yb):
-        loss = F.cross_entropy(self.model(xb), yb)
-        loss.backward()
-        return loss
-
-
 LAYOUTS = {
     "data-parallel": ({}, S(0)),
     "tensor-parallel": ({"0.weight": S(0), "0.bias": S(0), "2.weight": S(1)}, B),

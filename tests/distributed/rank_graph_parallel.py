@@ -10,11 +10,10 @@ import functools
 
 import numpy as np
 from rank_checks import Checks
+from rank_models import Step, mlp
 
 import flow
 import flow.env
-import flow.nn as nn
-import flow.nn.functional as F
 from flow._global import placement, sbp
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
@@ -93,26 +92,7 @@ if world > 1:
 
 
 # ----------------------------------------------------------------- tensor-parallel nn.Graph step
-def mlp() -> nn.Module:
-    flow.manual_seed(0)
-    return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
-
-
 TP = {"0.weight": S(0), "0.bias": S(0), "2.weight": S(1), "2.bias": B}
-
-
-class Step(nn.Graph):
-    def __init__(self, model, opt):
-        super().__init__()
-        self.model = model
-        self.add_optimizer(opt)
-
-    def build(self, xb, yb):
-        loss = F.cross_entropy(self.model(xb), yb)
-        loss.backward()
-        return loss
-
-
 ref = mlp()
 ref_step = Step(ref, flow.optim.SGD(ref.parameters(), lr=0.5, momentum=0.9))
 tp = mlp()
