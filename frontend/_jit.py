@@ -121,6 +121,7 @@ class Lowered:
     born: list = field(default_factory=list)  # tensors created by the trace, made eager once
     arg_dists: dict = field(default_factory=dict)  # argument index -> GlobalInfo (global args)
     out_dists: list = field(default_factory=list)  # per result: GlobalInfo, or None when local
+    checks: list = field(default_factory=list)  # IndexCheck sites: two last results each
 
     @property
     def is_global(self) -> bool:
@@ -250,6 +251,14 @@ class Compiled:
         else:
             outputs = [np.asarray(o) for o in self._fn(*inputs)]
         low = self.lowered
+        if low.checks:  # before anything is written back: a failed step changes no state
+            from ._index_checks import first_error
+
+            n_checked = len(outputs) - 2 * len(low.checks)
+            err = first_error(low.checks, outputs[n_checked:])
+            if err is not None:
+                raise err
+            outputs = outputs[:n_checked]
         n_user = len(outputs) - len(low.mutated) - len(low.born)
         for t, o in zip(low.mutated, outputs[n_user:]):
             t._data = o  # the new value, in the buffer the runtime returned (no copy)
@@ -367,12 +376,17 @@ def _arg_names(fn: Callable, args: tuple) -> list[str]:
     return out
 
 
-def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -> Lowered:
+def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None,
+           check_indices: bool | None = None) -> Lowered:  # fmt: skip
     """Trace `fn(*args)`; `born(trace)` may name tensors created by the trace that must
-    outlive it (e.g. optimizer state made on the first step): they become extra outputs."""
+    outlive it (e.g. optimizer state made on the first step): they become extra outputs.
+    `check_indices` (default: `FLOW_CHECK_INDICES`) emits index range checks, whose values
+    come last (see frontend/_index_checks.py)."""
     leaves, in_tree = _flatten(list(args))
     sig = _signature(leaves)
     with Trace(name if name.isidentifier() else "main") as trace:
+        if check_indices is not None:
+            trace.check_indices = check_indices
         traced = []
         for x, arg_name in zip(leaves, _arg_names(fn, args)):
             if _is_array(x):
@@ -403,6 +417,12 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -
         mutated_args = [trace._captured_ids[id(t)].index for t in mutated]
         results += trace.restore_mutated()
         results += [t._value for t in newborn]
+    if trace.index_checks and (trace.arg_dists or trace.placements):
+        from ._index_checks import drop
+
+        drop(trace)  # a global program turned global after a site was emitted
+    checks = list(trace.index_checks)
+    results += [v for check in checks for v in check.values]
     module = trace.finish(results)
     module.verify()
     out_dists: list = [None] * len(results)
@@ -413,7 +433,7 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None) -
         out_dists = _globalize(module, trace, len(out_leaves), mutated_args)
     return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
                    list(trace.key_slots), mutated, newborn, dict(trace.arg_dists),
-                   out_dists)  # fmt: skip
+                   out_dists, checks)  # fmt: skip
 
 
 def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[int]) -> list:
@@ -476,22 +496,27 @@ class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)
     Without `target`, `fn` runs on the device of its tensors (arguments and captured tensors,
     see `flow.device`), the cpu when they have none; `self.target` is then None."""
 
-    def __new__(cls, fn: Callable | None = None, *, target: str | None = None):
+    def __new__(cls, fn: Callable | None = None, *, target: str | None = None,
+                check_indices: bool | None = None):  # fmt: skip
         if fn is None:
-            return functools.partial(cls, target=target)
+            return functools.partial(cls, target=target, check_indices=check_indices)
         return super().__new__(cls)
 
-    def __init__(self, fn: Callable, *, target: str | None = None):
+    def __init__(self, fn: Callable, *, target: str | None = None,
+                 check_indices: bool | None = None):  # fmt: skip
+        """`check_indices=False` compiles without index range checks (out-of-range indices
+        are then clamped, unchecked); by default `FLOW_CHECK_INDICES` decides (on)."""
         from flow.targets import get_target
 
         self.fn = fn
         self.target = get_target(target).name if target else None
+        self.check_indices = check_indices
         self.name = getattr(fn, "__name__", "main")
         self._cache: dict[tuple, Compiled] = {}
         functools.update_wrapper(self, fn)
 
     def lower(self, *args) -> Lowered:
-        return _trace(self.fn, self.name, args)
+        return _trace(self.fn, self.name, args, check_indices=self.check_indices)
 
     def __call__(self, *args):
         leaves, _ = _flatten(list(args))

@@ -22,7 +22,8 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 
 from flow import dialect as fd
 
-from . import _dtypes
+from . import _dtypes, _lazy
+from . import _index_checks as checks
 from . import _ops as O
 from . import _primitives as P
 from ._autograd import Function
@@ -70,7 +71,8 @@ def concat_(*xs, dim):
 
 @primitive("gather", fd.GatherOp)
 def gather_(x, index, *, dim):
-    """`torch.gather`; an index outside `[0, size)` raises (compiled code clamps it)."""
+    """`torch.gather`; an index outside `[0, size)` raises (compiled code checks it after the
+    call, see frontend/_index_checks.py: the gather itself clamps)."""
     n = x.shape[dim]
     bad = index[(index < 0) | (index >= n)]
     if bad.size:
@@ -372,6 +374,9 @@ def _advanced(op: str, y: Tensor, arrays: list[tuple[int, object, int]]) -> Tens
             _check_in_range(op, values, n, dim, negative_ok=True)
         elif n == 0 and count:
             raise op_error(op, f"cannot index dim {dim} of size 0", cls=IndexError)
+    for (_, a, dim), values, n in zip(arrays, static, sizes):
+        if values is None:
+            checks.check_bounds(op, a, n, dim, negative_ok=True)
     wrapped = [
         None if v is None else np.where(v < 0, v + n, v).astype(np.int64)
         for v, n in zip(static, sizes)
@@ -652,8 +657,14 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
                 f"expected index {list(idx.shape)} to be no larger than "
                 f"input {list(x.shape)} apart from dim {d} (dim {j})",
             )
+    if idx._buf.__class__ is _lazy.LazyValue and idx._buf.value is None:
+        # flow.lazy() with a pending index: compute it to check it here, as eager does
+        _check_in_range("gather", idx.numpy(), x.shape[d] if x.ndim else 1, d,
+                        negative_ok=False)  # fmt: skip
     if x.ndim == 0:
+        checks.check_bounds("gather", idx, 1, 0, negative_ok=False)
         return O.reshape(bind(gather_, O.reshape(x, 1), O.reshape(idx, 1), dim=0))
+    checks.check_bounds("gather", idx, x.shape[d], d, negative_ok=False)
     return bind(gather_, x, idx, dim=d)
 
 
@@ -690,6 +701,8 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
         _check_in_range("index_select", values, x.shape[d], d, negative_ok=False)
     elif x.shape[d] == 0 and idx.numel():
         raise op_error("index_select", f"cannot select from dim {d} of size 0", cls=IndexError)
+    else:
+        checks.check_bounds("index_select", idx, x.shape[d], d, negative_ok=False)
     return _take(x, d, O.reshape(_as_index(idx, x.shape[d]), idx.numel()))
 
 
@@ -712,6 +725,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
         _check_in_range("embedding", values, num, 0, negative_ok=False)
     elif num == 0 and idx.numel():
         raise op_error("embedding", "cannot look up in an empty weight", cls=IndexError)
+    else:
+        checks.check_bounds("embedding", idx, num, 0, negative_ok=False)
     flat = O.reshape(_as_index(idx, num), idx.numel())
     pad_row = None if padding_idx is None else int(padding_idx) % num
     rows = _Lookup.apply(w, flat, pad_row) if w.requires_grad else _take(w, 0, flat)
@@ -766,7 +781,7 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor of shape `tensor.shape + [num_classes]` with 1 at each class index.
 
     `num_classes=-1` takes max + 1 from the data, so it works eagerly only; inside
-    `flow.jit`, out-of-range classes give all-zero rows instead of an error.
+    `flow.jit`, out-of-range classes raise after the call (frontend/_index_checks.py).
     """
     values = _concrete(tensor)
     x = _index_tensor("one_hot", tensor, "class")
@@ -792,6 +807,8 @@ def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
                 f"class values must be smaller than num_classes "
                 f"({num_classes}), got {values.max()}",
             )
+    elif values is None:
+        checks.check_classes("one_hot", x, num_classes)
     shape = (*x.shape, num_classes)
     classes = bind(P.iota, dim=len(shape) - 1, shape=shape, dtype=_dtypes.int64)
     wide = O.broadcast_to(O.unsqueeze(O.to(x, _dtypes.int64), -1), shape)

@@ -59,6 +59,12 @@ def describe_location(loc: tuple[str, int, int] | None) -> str:
     return f"{filename}:{line}" + (f": {text}" if text else "")
 
 
+def _checks_on_by_default() -> bool:
+    from ._index_checks import env_enabled
+
+    return env_enabled()
+
+
 class Trace:
     """One function being traced into flow IR."""
 
@@ -73,6 +79,8 @@ class Trace:
         self.placements: dict = {}  # placements named by traced to_global calls (ordered set)
         self._placement_of: dict[SSAValue, object] = {}
         self.tags: dict[str, Attribute] = {}  # attributes emit() puts on every op
+        self.check_indices = _checks_on_by_default()  # emit index range checks (_index_checks)
+        self.index_checks: list = []  # their sites, in program order
 
     def __enter__(self) -> Trace:
         _stack().append(self)

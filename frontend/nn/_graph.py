@@ -97,7 +97,11 @@ class Graph:
             first = lowered.compile(target)
             self._last_lowered = lowered
             if lowered.born:  # optimizer state made by this first step: compile the steady step
-                out = first._call_flat(leaves)
+                try:
+                    out = first._call_flat(leaves)
+                except IndexError:  # a failed index check: no state was made, as in eager
+                    self._forget_state(lowered.born)
+                    raise
                 self._after_step()
                 self._compiled[key] = _trace_and_compile(self, args, target)
                 return out
@@ -184,6 +188,14 @@ class Graph:
                     ):
                         born.append(v)
         return born
+
+    def _forget_state(self, born: list[Tensor]) -> None:
+        """Drop the optimizer state entries holding `born` (still traced values of a first
+        step that raised), so the next call starts from no state, as after a failed eager step."""
+        for opt in self._optimizers:
+            for p in [p for p, st in opt.state.items()
+                      if any(v is b for v in st.values() for b in born)]:  # fmt: skip
+                del opt.state[p]
 
     def _after_step(self) -> None:
         for sch in self._schedulers:

@@ -4,8 +4,8 @@ Class-index targets select their log-probability through a one-hot mask
 (`iota == target`) and a sum over the class dim, so no gather primitive is
 needed and the same code traces. Weighted `mean` reductions divide by the
 total weight of the targets that count (not ignored), exactly as PyTorch.
-Target values out of range are reported eagerly; compiled code cannot look at
-values, and there such a target selects no class (it adds 0 loss and 0 weight).
+Target values out of range raise eagerly; in compiled code the program computes the
+first bad target and the call raises the same IndexError (frontend/_index_checks.py).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 
 from .. import _dtypes
+from .. import _index_checks as checks
 from .. import _primitives as P
 from .._ops import (
     _as_tensor,
@@ -225,6 +226,8 @@ def _class_indices(op: str, x: Tensor, target, class_dim: int, ignore_index: int
         if bad.any():
             raise op_error(op, f"target {v[bad].reshape(-1)[0]} is out of bounds for {c} classes",
                            cls=IndexError)  # fmt: skip
+    else:
+        checks.check_targets(op, t, c, ignore_index)
     return to(t, _dtypes.int64)
 
 

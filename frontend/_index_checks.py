@@ -1,0 +1,158 @@
+"""Index range checks in compiled code: the IndexError eager kernels raise, raised after the call.
+
+Eager kernels see index values and reject out-of-range ones; a traced program cannot, and
+IREE's gathers clamp. So an index-consuming op, when traced, also emits a small reduction
+over its index tensor (a *check site*): two 0-d int64 values, e.g. the position of the first
+bad index in row-major order (its size when there is none) and that index's value. They
+become extra results of the compiled function (frontend/_jit.py); the wrapper looks at them
+after each call, before it returns results or writes back mutated tensors (parameters,
+optimizer state), and raises the error eager mode would have raised at that site: same
+class, same message, the user's source line recorded at trace time.
+
+`FLOW_CHECK_INDICES=0` (read when a program is traced) or `flow.jit(f, check_indices=False)`
+turns the sites off. Global programs have none (each rank would see only its shard).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _dtypes
+from . import _ops as O
+from . import _primitives as P
+from ._autograd import no_grad
+from ._primitives import bind, op_error
+from ._tensor import Tensor
+from ._trace import Trace, current_trace, user_location
+
+Report = Callable[[int, int], Exception | None]
+
+
+@dataclass(eq=False)
+class IndexCheck:
+    """One check site: its two result values, the ops computing them, and what they mean."""
+
+    values: list  # two 0-d int64 SSA values of the trace
+    ops: list  # the ops the site emitted (erased when a global program drops its sites)
+    report: Report  # (a, b) from the program -> the error to raise, or None
+
+    def error(self, a: np.ndarray, b: np.ndarray) -> Exception | None:
+        return self.report(int(a), int(b))
+
+
+def env_enabled() -> bool:
+    """Whether `FLOW_CHECK_INDICES` leaves the checks on (the default)."""
+    return os.environ.get("FLOW_CHECK_INDICES", "1").strip().lower() not in ("0", "false", "off")
+
+
+def _active_trace() -> Trace | None:
+    trace = current_trace()
+    if trace is None or not trace.check_indices or trace.arg_dists or trace.placements:
+        return None
+    return trace
+
+
+def _emit(trace: Trace, build: Callable[[], tuple[Tensor, Tensor]], report: Report) -> None:
+    """Run `build` (emitting the site's ops) and register its two results on `trace`."""
+    before = trace.block.last_op
+    with no_grad():
+        a, b = build()
+    ops, op = [], trace.block.first_op if before is None else before.next_op
+    while op is not None:
+        ops.append(op)
+        op = op.next_op
+    trace.index_checks.append(IndexCheck([a._value, b._value], ops, report))
+
+
+def _first_bad(idx: Tensor, bad_of: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    """(position of the first index where `bad_of` holds, or numel; the index there)."""
+    n = idx.numel()
+    flat = O.reshape(O.to(idx, _dtypes.int64), n)
+    at = bind(P.iota, dim=0, shape=(n,), dtype=_dtypes.int64)
+    pos = O.amin(O.where(bad_of(flat), at, n))
+    val = O.sum(O.where(O.eq(at, pos), flat, 0))
+    return pos, val
+
+
+def _outside(flat: Tensor, lo: int, hi: int) -> Tensor:
+    return bind(P.or_, O.lt(flat, lo), O.ge(flat, hi))
+
+
+def check_bounds(op: str, index: Tensor, n: int, dim: int, *, negative_ok: bool) -> None:
+    """In a trace: every index must lie in `[0, n)` (`[-n, n)` with `negative_ok`); the
+    error is eager's "index V is out of bounds for dim D with size N"."""
+    trace = _active_trace()
+    if trace is None or index.numel() == 0:
+        return
+    lo, loc, count = (-n if negative_ok else 0), user_location(), index.numel()
+
+    def report(pos: int, val: int) -> Exception | None:
+        if pos >= count:
+            return None
+        return op_error(op, f"index {val} is out of bounds for dim {dim} with size {n}", loc,
+                        cls=IndexError)  # fmt: skip
+
+    _emit(trace, lambda: _first_bad(index, lambda f: _outside(f, lo, n)), report)
+
+
+def check_targets(op: str, target: Tensor, classes: int, ignore_index: int) -> None:
+    """In a trace: class-index targets must lie in `[0, classes)` unless `ignore_index`."""
+    trace = _active_trace()
+    if trace is None or target.numel() == 0:
+        return
+    loc, count = user_location(), target.numel()
+
+    def bad_of(flat: Tensor) -> Tensor:
+        return bind(P.and_, O.ne(flat, ignore_index), _outside(flat, 0, classes))
+
+    def report(pos: int, val: int) -> Exception | None:
+        if pos >= count:
+            return None
+        return op_error(op, f"target {val} is out of bounds for {classes} classes", loc,
+                        cls=IndexError)  # fmt: skip
+
+    _emit(trace, lambda: _first_bad(target, bad_of), report)
+
+
+def check_classes(op: str, values: Tensor, num_classes: int) -> None:
+    """In a trace: `one_hot`'s check, on the smallest and largest class value."""
+    trace = _active_trace()
+    if trace is None or values.numel() == 0:
+        return
+    loc = user_location()
+
+    def build() -> tuple[Tensor, Tensor]:
+        wide = O.to(values, _dtypes.int64)
+        return O.amin(wide), O.amax(wide)
+
+    def report(lo: int, hi: int) -> Exception | None:
+        if lo < 0:
+            return op_error(op, f"class values must be non-negative, got {lo}", loc)
+        if hi >= num_classes:
+            return op_error(op, f"class values must be smaller than num_classes "
+                                f"({num_classes}), got {hi}", loc)  # fmt: skip
+        return None
+
+    _emit(trace, build, report)
+
+
+def first_error(checks: list[IndexCheck], values: list[np.ndarray]) -> Exception | None:
+    """The error of the first failing site (in program order, as eager would raise)."""
+    for k, check in enumerate(checks):
+        err = check.error(values[2 * k], values[2 * k + 1])
+        if err is not None:
+            return err
+    return None
+
+
+def drop(trace: Trace) -> None:
+    """Erase the sites' ops (a global program keeps none) and forget the sites."""
+    for check in reversed(trace.index_checks):
+        for op in reversed(check.ops):
+            op.detach()
+            op.erase()
+    trace.index_checks = []
