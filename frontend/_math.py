@@ -145,7 +145,7 @@ def floor_divide(input, other) -> Tensor:
     if a.dtype.is_floating_point:
         return bind(P.floor, bind(P.div, a, b))
     q = bind(P.div, a, b)
-    r = sub(a, mul(q, b))
+    r = bind(P.rem, a, b)  # 0 for a zero divisor, where numpy's quotient is 0 too
     zero = full(r.shape, 0, r.dtype)
     adjust = bind(P.and_, ne(r, zero), ne(lt(r, zero), lt(b, zero)))
     return where(adjust, q - 1, q)

@@ -116,9 +116,13 @@ def _strip_op_prefix(msg: str) -> str:
 
 
 def _trunc_div(a, b):
+    """Division rounded toward zero; for integers numpy's x // 0 == 0 and INT_MIN // -1 ==
+    INT_MIN (floor division corrected where the remainder is nonzero and the signs differ;
+    not via abs, which wraps at INT_MIN)."""
     if np.issubdtype(a.dtype, np.integer):
-        q = np.abs(a) // np.abs(b)
-        return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
+        with np.errstate(divide="ignore", over="ignore"):
+            q, r = np.floor_divide(a, b), np.remainder(a, b)
+        return (q + ((r != 0) & ((a < 0) != (b < 0)))).astype(a.dtype)
     return a / b
 
 

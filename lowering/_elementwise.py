@@ -6,8 +6,9 @@ element. A single op becomes an all-parallel `linalg.generic` around it; a
 `flow.fused` region (lowering/_fused.py) chains the same rules in one body.
 Each rule picks the scalar op from the element type (float vs integer vs i1),
 so the tables below read as the semantics: NaN-propagating `maximumf` for
-float max (like numpy), truncating `divsi` for integer division, ordered float
-predicates except `une` for `ne`, unsigned predicates for i1 (True > False).
+float max (like numpy), truncating `divsi` for integer division (guarded so that no
+lane traps, with numpy's 0 for a zero divisor), ordered float predicates except `une`
+for `ne`, unsigned predicates for i1 (True > False).
 """
 
 from __future__ import annotations
@@ -30,7 +31,15 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from flow.dialect import ops as flow
 from flow.dialect.ops import is_bool, is_float
 
-from ._linalg_builders import Lowered, binary, build, elementwise, scalar_constant, unary
+from ._linalg_builders import (
+    Lowered,
+    binary,
+    build,
+    constant,
+    elementwise,
+    scalar_constant,
+    unary,
+)
 from ._upstream import RemFOp
 
 Scalar = tuple[list[Operation], SSAValue]
@@ -171,10 +180,43 @@ def _pow_body(args: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
     return ops, emit(build(arith.SelectOp, (unit, one, result), (el,)))
 
 
+def _int_division_body(op: Operation, args: Sequence[SSAValue]) -> Scalar:
+    """Integer `divsi`/`remsi` that never trap, with numpy's answers where C's are undefined.
+
+    x / 0 and x % 0 are 0, INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0 (numpy; a
+    bare `divsi` raises SIGFPE on x86 or returns garbage). Those lanes divide by 1 instead
+    (giving x / 1 == INT_MIN and x % 1 == 0 for the overflow lane), and the quotient of a
+    zero divisor is then replaced by 0.
+    """
+    x, y = args[0], args[1]
+    el = x.type
+    assert isinstance(el, IntegerType)
+    ops: list[Operation] = []
+
+    def emit(o: Operation) -> SSAValue:
+        ops.append(o)
+        return o.results[0]
+
+    width = el.width.data
+    zero, one, minus_one = (emit(scalar_constant(v, el)) for v in (0, 1, -1))
+    int_min = emit(constant(IntegerAttr(-(1 << (width - 1)), el)))
+    by_zero = emit(cmpi(y, zero, "eq"))
+    overflow = emit(build(arith.AndIOp, (emit(cmpi(x, int_min, "eq")),
+                                         emit(cmpi(y, minus_one, "eq"))), (i1,)))  # fmt: skip
+    unsafe = emit(build(arith.OrIOp, (by_zero, overflow), (i1,)))
+    safe = emit(build(arith.SelectOp, (unsafe, one, y), (el,)))
+    if isinstance(op, flow.RemOp):
+        return ops, emit(binary(arith.RemSIOp, x, safe))
+    quotient = emit(binary(arith.DivSIOp, x, safe))
+    return ops, emit(build(arith.SelectOp, (by_zero, zero, quotient), (el,)))
+
+
 def _scalar_binary(op: Operation, a: Sequence[SSAValue]) -> Scalar:
     if isinstance(op, flow.PowOp):
         return _pow_body(a)
     fop, iop = _BINARY[type(op)]
+    if iop in (arith.DivSIOp, arith.RemSIOp) and not is_float(op.results[0].type.element_type):
+        return _int_division_body(op, a)
     scalar = fop if is_float(op.results[0].type.element_type) else iop
     assert scalar is not None, f"{op.name} has no integer lowering"
     return _one(binary(scalar, a[0], a[1]))
