@@ -36,7 +36,7 @@ Report = Callable[[int, int], Exception | None]
 class IndexCheck:
     """One check site: its two result values, the ops computing them, and what they mean."""
 
-    values: list  # two 0-d int64 SSA values of the trace
+    values: list  # two 0-d integer SSA values of the trace
     ops: list  # the ops the site emitted (erased when a global program drops its sites)
     report: Report  # (a, b) from the program -> the error to raise, or None
 
@@ -68,13 +68,27 @@ def _emit(trace: Trace, build: Callable[[], tuple[Tensor, Tensor]], report: Repo
     trace.index_checks.append(IndexCheck([a._value, b._value], ops, report))
 
 
+def _wide(idx: Tensor, bound: int) -> Tensor:
+    """`idx` in a dtype holding `bound` and every index: its own when int32 or int64 (no
+    cast: a widening cast of an index that its gather shares was read back zero-extended on
+    lavapipe, see frontend/_movement.py `_index_dtype`), else int64."""
+    if idx.dtype is _dtypes.int64 or (idx.dtype is _dtypes.int32 and abs(bound) < 2**31):
+        return idx
+    return O.to(idx, _dtypes.int64)
+
+
+def _reduce(x: Tensor, kind: str) -> Tensor:
+    """The 0-d min / max / sum of all of `x`, in its dtype."""
+    return bind(P.reduce, O.reshape(x, x.numel()), kind=kind, dims=(0,))
+
+
 def _first_bad(idx: Tensor, bad_of: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
     """(position of the first index where `bad_of` holds, or numel; the index there)."""
     n = idx.numel()
-    flat = O.reshape(O.to(idx, _dtypes.int64), n)
+    flat = O.reshape(idx, n)
     at = bind(P.iota, dim=0, shape=(n,), dtype=_dtypes.int64)
-    pos = O.amin(O.where(bad_of(flat), at, n))
-    val = O.sum(O.where(O.eq(at, pos), flat, 0))
+    pos = _reduce(O.where(bad_of(flat), at, n), "min")
+    val = _reduce(O.where(O.eq(at, pos), flat, O.zeros((), dtype=flat.dtype)), "sum")
     return pos, val
 
 
@@ -96,7 +110,7 @@ def check_bounds(op: str, index: Tensor, n: int, dim: int, *, negative_ok: bool)
         return op_error(op, f"index {val} is out of bounds for dim {dim} with size {n}", loc,
                         cls=IndexError)  # fmt: skip
 
-    _emit(trace, lambda: _first_bad(index, lambda f: _outside(f, lo, n)), report)
+    _emit(trace, lambda: _first_bad(_wide(index, n), lambda f: _outside(f, lo, n)), report)
 
 
 def check_targets(op: str, target: Tensor, classes: int, ignore_index: int) -> None:
@@ -115,7 +129,8 @@ def check_targets(op: str, target: Tensor, classes: int, ignore_index: int) -> N
         return op_error(op, f"target {val} is out of bounds for {classes} classes", loc,
                         cls=IndexError)  # fmt: skip
 
-    _emit(trace, lambda: _first_bad(target, bad_of), report)
+    bound = max(abs(ignore_index), classes)
+    _emit(trace, lambda: _first_bad(_wide(target, bound), bad_of), report)
 
 
 def check_classes(op: str, values: Tensor, num_classes: int) -> None:
@@ -126,8 +141,8 @@ def check_classes(op: str, values: Tensor, num_classes: int) -> None:
     loc = user_location()
 
     def build() -> tuple[Tensor, Tensor]:
-        wide = O.to(values, _dtypes.int64)
-        return O.amin(wide), O.amax(wide)
+        wide = _wide(values, num_classes)
+        return _reduce(wide, "min"), _reduce(wide, "max")
 
     def report(lo: int, hi: int) -> Exception | None:
         if lo < 0:
