@@ -23,6 +23,13 @@ makes a new array (which is uploaded). A result that shares memory with an argum
 way (a function returning its input) is copied, so results never alias the caller's arrays.
 :func:`transfer_stats` counts the bytes uploaded, passed as device buffers and read back.
 
+Lifetime: this module owns every IREE object it creates (the per-driver devices and VM
+instances, and through weak registries each module's context and functions) and releases them
+in order at exit (:func:`shutdown`, an ``atexit`` hook): Python's garbage collector at
+interpreter finalisation frees them in whatever order it picks, and some orders crash inside
+IREE's runtime. Result arrays stay valid after that: one that maps device memory holds the
+device (through its base), so the device goes only with the last of them.
+
 ``FLOW_CPU_DRIVER`` (``local-task`` or ``local-sync``) overrides the cpu target's default driver:
 the launcher sets ``local-sync`` when there are at least as many ranks as cores, where each
 rank's ``local-task`` workers would compete for the same cores. ``load`` links the ``comm``
@@ -31,7 +38,9 @@ module of :mod:`flow.targets.collectives` into programs that import it (MPI coll
 
 from __future__ import annotations
 
+import atexit
 import bisect
+import gc
 import os
 import re
 import threading
@@ -51,6 +60,7 @@ __all__ = [
     "Function",
     "LoadError",
     "Module",
+    "RuntimeClosedError",
     "RuntimeUnavailableError",
     "TransferStats",
     "UnknownFunctionError",
@@ -61,6 +71,7 @@ __all__ = [
     "require",
     "reset_transfer_stats",
     "resolve_driver",
+    "shutdown",
     "transfer_stats",
 ]
 
@@ -79,6 +90,10 @@ class LoadError(RuntimeError):
         self.compiled_for = compiled_for
 
 
+class RuntimeClosedError(RuntimeError):
+    """The runtime was shut down (at interpreter exit): no module can be loaded or called."""
+
+
 class UnknownFunctionError(KeyError):
     """A function name that the module does not export."""
 
@@ -88,6 +103,8 @@ class UnknownFunctionError(KeyError):
 
 _lock = threading.Lock()
 _configs: dict[str, rt.Config | str] = {}  # driver -> config, or why it is unavailable
+_modules: weakref.WeakSet[Module] = weakref.WeakSet()  # every loaded module, for shutdown
+_closed = False  # set by shutdown: nothing loads or runs after it
 
 
 def _create_config(driver: str) -> rt.Config | str:
@@ -123,11 +140,15 @@ def _rank_device(driver: str) -> rt.HalDevice:
         devices = hal_driver.query_available_devices()
         if len(devices) > 1:
             return hal_driver.create_device(devices[_local_rank % len(devices)])
-    return rt.get_device(driver)
+    return rt.get_device(driver, cache=False)  # ours to release (see shutdown), not IREE's
 
 
 def _config_or_reason(driver: str) -> rt.Config | str:
     with _lock:
+        if _closed:
+            raise RuntimeClosedError(
+                f"the IREE runtime was shut down (at interpreter exit): cannot use {driver!r}"
+            )
         entry = _configs.get(driver)
         if entry is None:
             entry = _configs[driver] = _create_config(driver)
@@ -256,6 +277,7 @@ def load(
         ) from None
     module = Module(context, vm_module, tgt, drv)
     module._keep_alive = keep_alive
+    _modules.add(module)
     return module
 
 
@@ -285,12 +307,31 @@ class Module:
 
     @property
     def device(self) -> rt.HalDevice:
-        return self._context.config.device
+        return self._live()._context.config.device
 
     @property
     def names(self) -> tuple[str, ...]:
         """Exported function names (IREE's internal ``__init`` etc. left out)."""
-        return tuple(n for n in self._vm_module.function_names if not n.startswith("__"))
+        return tuple(n for n in self._live()._vm_module.function_names if not n.startswith("__"))
+
+    def _live(self) -> Module:
+        if self._context is None:
+            raise RuntimeClosedError(
+                f"module on {self.driver!r} was released: the IREE runtime was shut down "
+                "(at interpreter exit)"
+            )
+        return self
+
+    def _release(self) -> None:
+        """Drop the IREE objects of this module: functions, then the context, then the
+        module and the Python module interface behind its imports."""
+        for fn in self._functions.values():
+            fn._invoker = None
+        self._functions.clear()
+        self._bound = None
+        self._context = None
+        self._vm_module = None
+        self._keep_alive = None
 
     def __contains__(self, name: object) -> bool:
         return name in self.names
@@ -306,12 +347,44 @@ class Module:
                     f"module has no function {name!r}; exported functions: "
                     f"{', '.join(self.names) or '(none)'}"
                 )
-            fn = self._functions[name] = Function(self, name, self._bound[name])
+            fn = self._functions[name] = Function(self, name, self._live()._bound[name])
         return fn
 
     def __repr__(self) -> str:
-        t, names = self.target.name, list(self.names)
+        t, names = self.target.name, list(self.names) if self._context is not None else "released"
         return f"<flow.targets.Module target={t} driver={self.driver} functions={names}>"
+
+
+def shutdown() -> None:
+    """Release every IREE object this module created, in a fixed order: each module's
+    functions and context (and the Python module interface of its imports), the residency
+    table, then per driver the HAL module, the device and the VM instance. Idempotent; runs at
+    exit (``atexit``); loading or calling afterwards raises :class:`RuntimeClosedError`.
+
+    Result arrays that map device memory stay valid: each holds (through its base) the device
+    whose memory it maps, so that device goes only with the last of them."""
+    global _closed
+    with _lock:
+        if _closed:
+            return
+        _closed = True
+        configs = [c for c in _configs.values() if isinstance(c, rt.Config)]
+        _configs.clear()
+    for module in list(_modules):
+        module._release()
+    _resident.clear()
+    gc.collect()  # contexts in reference cycles go now, while their devices are still alive
+    for config in configs:
+        config.default_vm_modules = ()  # the HAL module (it references the device)
+        del config.device
+        del config.vm_instance
+    configs.clear()
+    gc.collect()
+
+
+# Registered when the runtime is imported: atexit hooks run last-registered first, so hooks a
+# program registers after importing flow (which may still run compiled code) come first.
+atexit.register(shutdown)
 
 
 @dataclass(frozen=True)
@@ -398,10 +471,13 @@ class Function:
                 uploaded += 1
                 up_bytes += a.nbytes
             packed.append(a)
-        raw = self._invoker(*packed)
+        invoker = self._invoker
+        if invoker is None:
+            self.module._live()
+        raw = invoker(*packed)
         values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
         if self._maps_results:
-            out = _map_results(values, self._space, resident)
+            out = _map_results(values, self._space, resident, self.module.device)
             read_back = 0
         else:
             out = _read_back(values, self.module.device, self._space)
@@ -430,8 +506,20 @@ def _span(arr: np.ndarray) -> tuple[int, int]:
     return start, start + arr.nbytes
 
 
+class _Mapping:
+    """The base of a result array that maps device memory: the mapped array IREE made and the
+    device, so that the device outlives the buffer whatever order the arrays are freed in
+    (releasing a buffer after its device crashes inside IREE)."""
+
+    __slots__ = ("__array_interface__", "_keep")
+
+    def __init__(self, interface: dict[str, Any], mapped: np.ndarray, device: rt.HalDevice):
+        self.__array_interface__ = interface  # `mapped`'s (numpy builds a dict per access)
+        self._keep = (device, mapped)  # a tuple frees its items last to first: buffer first
+
+
 def _map_results(
-    values: tuple[Any, ...], space: str, resident: list[np.ndarray]
+    values: tuple[Any, ...], space: str, resident: list[np.ndarray], device: rt.HalDevice
 ) -> tuple[np.ndarray, ...]:
     """CPU results as numpy arrays mapping their device buffers (remembered for later calls);
     copies where a result shares memory with an earlier result or a resident argument."""
@@ -447,13 +535,16 @@ def _map_results(
         if not isinstance(value, rt.DeviceArray) or arr.nbytes == 0:
             out.append(arr)
             continue
-        span = _span(arr)
+        interface = arr.__array_interface__
+        start = interface["data"][0]
+        span = (start, start + arr.nbytes)
         i = bisect.bisect_left(taken, span)
         if (i < len(taken) and taken[i][0] < span[1]) or (i > 0 and taken[i - 1][1] > span[0]):
             out.append(arr.copy())
             continue
         taken.insert(i, span)
         if arr.dtype == np.dtype(rt.HalElementType.map_to_dtype(value._buffer_view.element_type)):
+            arr = np.asarray(_Mapping(interface, arr, device))  # else a converted copy (bool)
             _remember(arr, space, value._buffer_view)
         out.append(arr)
     return tuple(out)
