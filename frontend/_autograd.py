@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -61,9 +62,14 @@ class Node:
     vjp: Callable | None
     inputs: tuple
     params: dict
-    out: object
+    out_ref: weakref.ref  # the output, held weakly: no tensor <-> node cycle for the collector
     freed: bool = False
     hooks: list = field(default_factory=list)
+
+    @property
+    def out(self):
+        """The output tensor (None once it is gone)."""
+        return self.out_ref()
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
@@ -80,7 +86,7 @@ def record(name: str, vjp: Callable | None, inputs: Sequence, params: dict, out)
     if not any(getattr(t, "_requires_grad", False) for t in inputs):
         return out
     out._requires_grad = True
-    out._node = Node(name, vjp, tuple(inputs), params, out)
+    out._node = Node(name, vjp, tuple(inputs), params, weakref.ref(out))
     return out
 
 

@@ -59,6 +59,7 @@ process and not thread safe.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -207,6 +208,7 @@ class LazyValue:
 _seq = 0
 _ops_pending = 0  # ops recorded since the last flush
 _tracked: dict[int, weakref.ref] = {}  # tensors holding nodes (and still alive)
+_dead: list[tuple[int, weakref.ref]] = []  # entries of `_tracked` whose tensor died
 _homes: dict[int, np.ndarray] = {}  # tensor id -> its array before a pending in-place update
 _captured: set[int] = set()  # ids of the arrays pending nodes read (since the last flush)
 _infer_cache: dict = {}
@@ -240,15 +242,30 @@ def _freeze(value):
 
 def track(t) -> None:
     """Remember `t` (a tensor holding a node) for flushes; forgotten when it dies."""
+    forget_dead()
     key = id(t)
     ref = _tracked.get(key)
     if ref is None or ref() is not t:
-        _tracked[key] = weakref.ref(t, lambda _, key=key: _forget(key))
+        _tracked[key] = weakref.ref(t, functools.partial(_died, key))
 
 
-def _forget(key: int) -> None:
-    _tracked.pop(key, None)
-    _homes.pop(key, None)
+def _died(key: int, ref: weakref.ref) -> None:
+    # A weakref callback runs whenever the collector frees a tensor, possibly while some
+    # code iterates over `_tracked`: it only queues (list.append is atomic), and
+    # `forget_dead` drops the entry where nothing iterates.
+    _dead.append((key, ref))
+
+
+def forget_dead() -> None:
+    """Drop the entries of tensors that died. A tensor's id is reused only after it died
+    (its callback queued by then), so this runs first wherever an id is tracked or read."""
+    while _dead:
+        key, ref = _dead.pop()
+        r = _tracked.get(key)
+        if r is ref:
+            del _tracked[key]
+        if r is ref or r is None:
+            _homes.pop(key, None)
 
 
 _classes: list = []  # [Tensor, Size], imported on first use (_tensor imports this module)
@@ -407,6 +424,7 @@ def rebind(t, new) -> None:
             t._buf = np.array(node.value)
         return
     node.rebound = True
+    forget_dead()
     if isinstance(t._buf, np.ndarray) and id(t) not in _homes:
         _homes[id(t)] = t._buf  # written back into when computed, if others share it
     t._buf = node

@@ -33,25 +33,25 @@ _REF_BASE = _external_refs([object()])[0]  # the references the scan itself hold
 
 
 def _alive() -> list:
+    L.forget_dead()
     return [t for t in (r() for r in list(L._tracked.values())) if t is not None]
 
 
 def _live(tensors: list) -> list:
-    """The tensors referenced from outside autograd's graph (nodes hold their inputs and
-    outputs in cycles, which keep dead tensors alive until the cyclic collector runs)."""
+    """The tensors referenced from outside autograd's graph (a node holds its inputs, so a
+    tensor only a later op reads is not live: nothing can read it but that op's backward)."""
     internal = _graph_refs(tensors)
     counts = _external_refs(tensors)
     return [t for t, c in zip(tensors, counts) if c - _REF_BASE > internal.get(id(t), 0)]
 
 
 def _graph_refs(tensors: list) -> dict[int, int]:
-    """Per tensor id, the references autograd nodes of `tensors` hold (as output, inputs)."""
+    """Per tensor id, the references autograd nodes of `tensors` hold (as inputs; a node
+    holds its output weakly)."""
     internal: dict[int, int] = {}
     for t in tensors:
         n = t._node
         if n is not None:
-            if n.out is t:
-                internal[id(t)] = internal.get(id(t), 0) + 1
             for i in n.inputs:
                 internal[id(i)] = internal.get(id(i), 0) + 1
     return internal
@@ -153,7 +153,9 @@ def flush(requested: list, req_tensors: list) -> None:
 
 def _prune(order: list, leaves: list) -> None:
     """Give computed tensors their arrays; forget those whose autograd node holds no pending
-    input (nothing left to count for them)."""
+    input (nothing left to count for them). Weakref callbacks only queue (see
+    `_lazy.track`), so `_tracked` changes here only by this loop."""
+    L.forget_dead()
     for key, r in list(L._tracked.items()):
         t = r()
         if t is None:
