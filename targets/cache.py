@@ -7,7 +7,11 @@ the full flag list, the compiler (and xDSL) versions, the host CPU when a flag s
 
 Location: ``$FLOW_CACHE_DIR``, else ``$XDG_CACHE_HOME/flow``, else ``~/.cache/flow``.
 ``FLOW_CACHE_DIR=off`` or ``FLOW_NO_CACHE=1`` disables caching (disk and memo).
-A corrupt or unreadable entry is a miss; an unwritable directory gives one warning and
+Each entry records the full key it was stored under, covered by its checksum: a valid entry
+in another key's slot (a copied or renamed file) is a miss, never another program. A corrupt,
+unreadable or old-format entry is a miss, and so is one that passes its checksum but that
+IREE's runtime cannot load (checked when the entry is read from disk): that entry is dropped,
+and the compile that follows replaces it. An unwritable directory gives one warning and
 compiles go on uncached.
 """
 
@@ -42,23 +46,32 @@ __all__ = [
 
 CACHE_FORMAT_VERSION = 1
 
-# Entry file layout: magic, sha256 of the payload, payload. The digest turns a torn or
-# tampered file into a miss instead of a module that crashes at load time.
-_MAGIC = b"flow-vmfb-cache\x01"
+# Entry file layout: magic, sha256 of the rest, the key's length (2 bytes, little-endian), the
+# key, the payload. The digest turns a torn or tampered file into a miss instead of a module
+# that crashes at load time; the key, a valid entry in the wrong slot into a miss.
+_MAGIC = b"flow-vmfb-cache\x02"
+_OLD_MAGICS = (b"flow-vmfb-cache\x01",)  # earlier layouts: misses, replaced on the next store
 _DIGEST_SIZE = 32
+_KEY_LEN_SIZE = 2
 _MEMO_ENTRIES = 64
 _OFF_VALUES = {"off", "0", "false", "no", "none", "disabled"}
 
 
 @dataclass(frozen=True)
 class CacheStats:
-    """Counters since the last :func:`reset_stats`; ``hits`` = ``memory_hits + disk_hits``."""
+    """Counters since the last :func:`reset_stats`; ``hits`` = ``memory_hits + disk_hits``.
+    Of the misses, ``corrupt`` entries failed their checksum or were not entries, ``stale``
+    ones had an earlier layout, ``mismatched`` ones were stored under another key, and
+    ``unloadable`` ones passed their checksum but IREE's runtime rejected the module."""
 
     memory_hits: int = 0
     disk_hits: int = 0
     misses: int = 0
     writes: int = 0
     corrupt: int = 0
+    stale: int = 0
+    mismatched: int = 0
+    unloadable: int = 0
 
     @property
     def hits(self) -> int:
@@ -181,24 +194,57 @@ def _memo_put(key: str, data: bytes) -> None:
             _memo.popitem(last=False)
 
 
-def _read_entry(path: Path) -> bytes | None:
+def _encode(key: str, data: bytes) -> tuple[bytes, ...]:
+    """An entry's bytes after the magic: digest, key length, key, payload."""
+    raw_key = key.encode("utf-8")
+    head = len(raw_key).to_bytes(_KEY_LEN_SIZE, "little") + raw_key
+    digest = hashlib.sha256(head)
+    digest.update(data)
+    return digest.digest(), head, data
+
+
+def _read_entry(path: Path, key: str) -> bytes | None:
+    """The payload of the entry at ``path`` if it is intact and was stored under ``key``."""
     try:
         blob = path.read_bytes()
     except OSError:
         return None
-    head = len(_MAGIC) + _DIGEST_SIZE
-    if len(blob) <= head or not blob.startswith(_MAGIC):
+    if blob.startswith(_OLD_MAGICS):
+        _count(stale=1)
+        return None
+    start = len(_MAGIC) + _DIGEST_SIZE
+    if len(blob) < start + _KEY_LEN_SIZE or not blob.startswith(_MAGIC):
         _count(corrupt=1)
         return None
-    digest, payload = blob[len(_MAGIC) : head], blob[head:]
-    if hashlib.sha256(payload).digest() != digest:
+    digest, rest = blob[len(_MAGIC) : start], memoryview(blob)[start:]
+    if hashlib.sha256(rest).digest() != digest:
         _count(corrupt=1)
         return None
-    return payload
+    key_len = int.from_bytes(rest[:_KEY_LEN_SIZE], "little")
+    stored = bytes(rest[_KEY_LEN_SIZE : _KEY_LEN_SIZE + key_len])
+    if stored != key.encode("utf-8"):
+        _count(mismatched=1)
+        return None
+    return bytes(rest[_KEY_LEN_SIZE + key_len :])
+
+
+def _unloadable(data: bytes) -> bool:
+    from .runtime import load_problem  # the runtime is only needed once an entry is read
+
+    return load_problem(data) is not None
+
+
+def _drop(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 def lookup(key: str) -> bytes | None:
-    """The cached module for ``key`` (memo first, then disk), or None; counts a hit or miss."""
+    """The cached module for ``key`` (memo first, then disk), or None; counts a hit or miss.
+    An entry read from disk is checked to load in IREE's runtime; one that does not is a
+    miss, and is dropped."""
     directory = cache_dir()
     if directory is None:
         return None
@@ -209,7 +255,12 @@ def lookup(key: str) -> bytes | None:
     if data is not None:
         _count(memory_hits=1)
         return data
-    data = _read_entry(_entry_path(directory, key))
+    path = _entry_path(directory, key)
+    data = _read_entry(path, key)
+    if data is not None and _unloadable(data):
+        _count(unloadable=1)
+        _drop(path)
+        data = None
     if data is None:
         _count(misses=1)
         return None
@@ -244,8 +295,8 @@ def store(key: str, data: bytes) -> None:
         fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}-", suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
             f.write(_MAGIC)
-            f.write(hashlib.sha256(data).digest())
-            f.write(data)
+            for part in _encode(key, data):
+                f.write(part)
         os.replace(tmp_name, path)
         tmp_name = None
         _count(writes=1)

@@ -68,6 +68,7 @@ __all__ = [
     "device_config",
     "device_names",
     "load",
+    "load_problem",
     "require",
     "reset_transfer_stats",
     "resolve_driver",
@@ -281,6 +282,26 @@ def load(
     return module
 
 
+_probe: list[rt.VmInstance] = []  # a VM instance for load_problem (no device needed)
+
+
+def load_problem(vmfb: bytes) -> str | None:
+    """Why IREE's runtime cannot load ``vmfb`` as a module (not a VM flatbuffer, a bytecode
+    version this runtime does not read, a failed verification), or None when it can; which
+    device it runs on is not checked. The compile cache asks before it trusts an entry."""
+    with _lock:
+        if _closed:
+            return None
+        if not _probe:
+            _probe.append(rt.VmInstance())
+        instance = _probe[0]
+    try:
+        rt.VmModule.copy_buffer(instance, vmfb)
+    except (RuntimeError, ValueError) as err:
+        return str(err)
+    return None
+
+
 _IREE_DEVICE_TO_TARGET = {"local": "cpu", "llvm-cpu": "cpu", "cuda": "cuda", "hip": "rocm",
                           "rocm": "rocm", "vulkan": "vulkan"}  # fmt: skip
 
@@ -370,6 +391,7 @@ def shutdown() -> None:
         _closed = True
         configs = [c for c in _configs.values() if isinstance(c, rt.Config)]
         _configs.clear()
+        _probe.clear()
     for module in list(_modules):
         module._release()
     _resident.clear()
