@@ -9,8 +9,12 @@ after each call, before it returns results or writes back mutated tensors (param
 optimizer state), and raises the error eager mode would have raised at that site: same
 class, same message, the user's source line recorded at trace time.
 
+In a global program each rank computes the reduction over its shard, and SBP inference
+combines the shards' results (they come out broadcast): every rank gets the same values,
+so all ranks raise the same error after the same call, and none is left waiting.
+
 `FLOW_CHECK_INDICES=0` (read when a program is traced) or `flow.jit(f, check_indices=False)`
-turns the sites off. Global programs have none (each rank would see only its shard).
+turns the sites off.
 """
 
 from __future__ import annotations
@@ -34,14 +38,13 @@ Report = Callable[[int, int], Exception | None]
 
 @dataclass(eq=False)
 class IndexCheck:
-    """One check site: its two result values, the ops computing them, and what they mean."""
+    """One check site: its two result values and what they mean."""
 
     values: list  # two 0-d integer SSA values of the trace
-    ops: list  # the ops the site emitted (erased when a global program drops its sites)
     report: Report  # (a, b) from the program -> the error to raise, or None
 
     def error(self, a: np.ndarray, b: np.ndarray) -> Exception | None:
-        return self.report(int(a), int(b))
+        return self.report(int(a.reshape(-1)[0]), int(b.reshape(-1)[0]))
 
 
 def env_enabled() -> bool:
@@ -51,21 +54,14 @@ def env_enabled() -> bool:
 
 def _active_trace() -> Trace | None:
     trace = current_trace()
-    if trace is None or not trace.check_indices or trace.arg_dists or trace.placements:
-        return None
-    return trace
+    return trace if trace is not None and trace.check_indices else None
 
 
 def _emit(trace: Trace, build: Callable[[], tuple[Tensor, Tensor]], report: Report) -> None:
     """Run `build` (emitting the site's ops) and register its two results on `trace`."""
-    before = trace.block.last_op
     with no_grad():
         a, b = build()
-    ops, op = [], trace.block.first_op if before is None else before.next_op
-    while op is not None:
-        ops.append(op)
-        op = op.next_op
-    trace.index_checks.append(IndexCheck([a._value, b._value], ops, report))
+    trace.index_checks.append(IndexCheck([a._value, b._value], report))
 
 
 def _wide(idx: Tensor, bound: int) -> Tensor:
@@ -162,12 +158,3 @@ def first_error(checks: list[IndexCheck], values: list[np.ndarray]) -> Exception
         if err is not None:
             return err
     return None
-
-
-def drop(trace: Trace) -> None:
-    """Erase the sites' ops (a global program keeps none) and forget the sites."""
-    for check in reversed(trace.index_checks):
-        for op in reversed(check.ops):
-            op.detach()
-            op.erase()
-    trace.index_checks = []

@@ -255,7 +255,11 @@ class Compiled:
             from ._index_checks import first_error
 
             n_checked = len(outputs) - 2 * len(low.checks)
-            err = first_error(low.checks, outputs[n_checked:])
+            values = outputs[n_checked:]
+            if self.groups is not None:  # the global values, on every rank (see _check_values)
+                values = _check_values(values, low.out_dists[n_checked:],
+                                       self._out_shapes()[n_checked:])  # fmt: skip
+            err = first_error(low.checks, values)
             if err is not None:
                 raise err
             outputs = outputs[:n_checked]
@@ -331,6 +335,16 @@ class _DriverTrial:
             self.module = self._best.module
             self._fns = {}
         return out
+
+
+def _check_values(outputs: list, infos: list, shapes: list) -> list[np.ndarray]:
+    """The index-check results of a global program as global values: SBP inference makes them
+    broadcast (read locally), a partial or absent one is gathered; every rank runs the same
+    program, so all of them get the same values and raise together, none waits."""
+    from ._global import global_numpy
+
+    return [o if info is None else global_numpy(_wrap(o, info, shape))
+            for o, info, shape in zip(outputs, infos, shapes)]  # fmt: skip
 
 
 def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:
@@ -417,10 +431,6 @@ def _trace(fn: Callable, name: str, args: tuple, born: Callable | None = None,
         mutated_args = [trace._captured_ids[id(t)].index for t in mutated]
         results += trace.restore_mutated()
         results += [t._value for t in newborn]
-    if trace.index_checks and (trace.arg_dists or trace.placements):
-        from ._index_checks import drop
-
-        drop(trace)  # a global program turned global after a site was emitted
     checks = list(trace.index_checks)
     results += [v for check in checks for v in check.values]
     module = trace.finish(results)
