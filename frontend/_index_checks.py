@@ -2,7 +2,7 @@
 
 Eager kernels see index values and reject out-of-range ones; a traced program cannot, and
 IREE's gathers clamp. So an index-consuming op, when traced, also emits a small reduction
-over its index tensor (a *check site*): two 0-d int64 values, e.g. the position of the first
+over its index tensor (a *check site*): two 0-d integers, e.g. the position of the first
 bad index in row-major order (its size when there is none) and that index's value. They
 become extra results of the compiled function (frontend/_jit.py); the wrapper looks at them
 after each call, before it returns results or writes back mutated tensors (parameters,

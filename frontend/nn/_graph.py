@@ -99,7 +99,7 @@ class Graph:
             if lowered.born:  # optimizer state made by this first step: compile the steady step
                 try:
                     out = first._call_flat(leaves)
-                except IndexError:  # a failed index check: no state was made, as in eager
+                except BaseException:  # e.g. a failed index check: no state was made, as eagerly
                     self._forget_state(lowered.born)
                     raise
                 self._after_step()
