@@ -42,6 +42,7 @@ from ._ops import (
     unsqueeze,
     where,
 )
+from ._args import dims_arg
 from ._ops import abs as _abs
 from ._ops import exp as _exp
 from ._ops import sum as _sum
@@ -285,10 +286,9 @@ def bitwise_not(input) -> Tensor:
 
 
 def _reduced_count(x: Tensor, dim) -> int:
-    dims = range(x.ndim) if dim is None else ((dim,) if isinstance(dim, int) else dim)
     n = 1
-    for d in dims:
-        n *= x.shape[normalize_dim("var", d, x.ndim)]
+    for d in dims_arg("var", dim, x.ndim):
+        n *= x.shape[d]
     return n
 
 
@@ -320,25 +320,27 @@ def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correctio
 def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) computed stably by factoring out the max (±inf rows handled)."""
     x = _as_tensor(input)
+    dims_arg("logsumexp", dim, x.ndim)
     if not x.dtype.is_floating_point:
         x = to(x, _dtypes.DEFAULT_FLOAT)
     m = amax(x, dim, keepdim=True)
     m = where(isfinite(m), m, 0.0)
     out = log(_sum(_exp(sub(x, m)), dim, keepdim=True)) + m
     if not keepdim:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        dims = {normalize_dim("logsumexp", d, x.ndim) for d in dims}
+        dims = set(dims_arg("logsumexp", dim, x.ndim))
         out = reshape(out, *(s for i, s in enumerate(out.shape) if i not in dims))
     return out
 
 
 def all(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     x = _bool(input)
+    dims_arg("all", dim, x.ndim)  # named as called (amin/amax check it too)
     return eq(amin(to(x, _dtypes.int8), dim, keepdim), 1)
 
 
 def any(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     x = _bool(input)
+    dims_arg("any", dim, x.ndim)  # named as called (amin/amax check it too)
     return eq(amax(to(x, _dtypes.int8), dim, keepdim), 1)
 
 

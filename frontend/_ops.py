@@ -13,6 +13,7 @@ import numpy as np
 
 from . import _dtypes
 from . import _primitives as P
+from ._args import array_from_data, dims_arg, normalize_dim, sizes_arg, to_args
 from ._primitives import bind, op_error
 from ._tensor import Tensor
 
@@ -30,7 +31,7 @@ def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
 def _tensor_from(data, dtype) -> Tensor:
     if isinstance(data, Tensor):
         data = data.numpy()
-    arr = np.array(data)
+    arr = array_from_data(data)
     if dtype is not None:
         dt = _dtypes.as_dtype(dtype)
     elif arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
@@ -119,16 +120,6 @@ def ones_like(x: Tensor, dtype=None) -> Tensor:
 # --------------------------------------------------------------------------- helpers
 
 
-def normalize_dim(op: str, dim: int, ndim: int) -> int:
-    if not isinstance(dim, (int, np.integer)):
-        raise op_error(op, f"expected an int dim, got {dim!r}", cls=TypeError)
-    n = builtins.max(ndim, 1)
-    if not -n <= dim < n:
-        raise op_error(op, f"dim {dim} is out of range for a tensor of rank {ndim} "
-                           f"(expected [{-n}, {n - 1}])", cls=IndexError)  # fmt: skip
-    return int(dim) % n
-
-
 def _as_tensor(x) -> Tensor:
     return x if isinstance(x, Tensor) else tensor(x)
 
@@ -152,16 +143,9 @@ def to(x: Tensor, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
     A tensor's device says where the programs compiled from it run (frontend/_device.py);
     its value stays in host memory. Moving to a device that is missing here is an error.
     """
-    from ._device import _TARGETS, to_device
-    from ._device import device as _device_cls
+    from ._device import to_device
 
-    for a in args:
-        if isinstance(a, Tensor):
-            dtype = a.dtype
-        elif isinstance(a, _device_cls) or (isinstance(a, str) and a.split(":")[0] in _TARGETS):
-            device = a
-        else:
-            dtype = a
+    dtype, device = to_args(args, dtype, device)
     if device is not None:
         x = to_device(x, device)
     if dtype is None:
@@ -351,12 +335,7 @@ mm = matmul
 
 
 def _reduce_dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
-    if dim is None:
-        return tuple(range(x.ndim))
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
-    dims = tuple(normalize_dim(op, d, x.ndim) for d in dims)
-    if len(set(dims)) != len(dims):
-        raise op_error(op, f"dim {list(dims)} appears multiple times")
+    dims = dims_arg(op, dim, x.ndim)
     return dims if x.ndim else ()
 
 
@@ -439,9 +418,7 @@ def min(input, dim=None, keepdim: bool = False):  # noqa: A001
 
 def reshape(input: Tensor, *shape) -> Tensor:
     x = _as_tensor(input)
-    shape = (
-        list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else list(shape)
-    )
+    shape = sizes_arg("reshape", shape)
     if shape.count(-1) > 1:
         raise op_error("reshape", f"only one dim can be -1, got {shape}")
     if -1 in shape:
@@ -491,10 +468,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
     if dim is None:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
     else:
-        dims = {
-            normalize_dim("squeeze", d, x.ndim) for d in ((dim,) if isinstance(dim, int) else dim)
-        }
-        dims = {d for d in dims if x.shape[d] == 1}
+        dims = {d for d in dims_arg("squeeze", dim, x.ndim) if x.shape[d] == 1}
     return reshape(x, *(s for i, s in enumerate(x.shape) if i not in dims))
 
 
