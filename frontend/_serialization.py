@@ -5,6 +5,13 @@ tuples, Python scalars) goes into the header's `__metadata__` as a JSON tree
 whose leaves name the stored tensors. Loading therefore only parses JSON and
 copies bytes, so an untrusted checkpoint cannot run code, and every file is a
 plain safetensors file that other tools can read.
+
+A save streams the file (header, then each tensor's bytes from its own array: no copy of
+the state in memory) into a temp file named with the writer's pid, then renames it over
+the target; a later save to the same path removes temps whose writer died mid-write.
+The header records a SHA-256 of the whole file (format version 2), so any changed byte,
+in a tensor, the structure or a scalar, fails the load; version 1 files (whose checksum
+covers the tensor data only) still load.
 """
 
 from __future__ import annotations
@@ -15,21 +22,28 @@ import json
 import math
 import os
 import secrets
+import struct
+import time
 from typing import Any
 
 import numpy as np
 import safetensors
-import safetensors.numpy
 
 from . import _dtypes
 from ._tensor import Tensor
 
 __all__ = ["CheckpointError", "load", "save"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the checksum covers the whole file; 1 (older flow): tensor data only
 _VERSION_KEY = "flow.format_version"
 _TREE_KEY = "flow.tree"
 _DIGEST_KEY = "flow.sha256"
+_NO_DIGEST = "0" * 64  # the digest's bytes while hashing (it cannot cover itself)
+_CHUNK = 1 << 22
+# numpy dtype name -> safetensors dtype name
+_ST_DTYPES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "int16": "I16", "uint16": "U16",
+              "int32": "I32", "uint32": "U32", "int64": "I64", "uint64": "U64",
+              "float16": "F16", "bfloat16": "BF16", "float32": "F32", "float64": "F64"}  # fmt: skip
 
 # numpy dtypes a bare numpy array may have; flow tensors are limited to _dtypes.ALL_DTYPES.
 _ARRAY_DTYPES = frozenset(
@@ -164,17 +178,15 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     metadata = {
         _VERSION_KEY: str(FORMAT_VERSION),
         _TREE_KEY: json.dumps(tree, allow_nan=False, separators=(",", ":")),
-        _DIGEST_KEY: _digest(encoder.arrays),
     }
-
-    # The whole file is built in memory first: safetensors' own file writer picks the
-    # file mode itself, while writing through our descriptor keeps the usual umask rules.
-    data = safetensors.numpy.save(encoder.arrays, metadata=metadata)
-    tmp = os.path.join(parent, f".{os.path.basename(target)}.{secrets.token_hex(8)}.tmp")
+    _remove_stale_temps(parent, os.path.basename(target))
+    tmp = os.path.join(parent, f".{os.path.basename(target)}.{os.getpid()}."
+                               f"{secrets.token_hex(4)}.tmp")  # fmt: skip
+    # Writing through our own descriptor keeps the usual umask rules for the file mode.
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _write(f, encoder.arrays, metadata)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -185,13 +197,96 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     _fsync_dir(parent)
 
 
-def _digest(arrays: dict[str, np.ndarray]) -> str:
-    """A SHA-256 over every tensor's name and bytes; safetensors itself has no checksum."""
+def _write(f, arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> None:
+    """Stream a safetensors file: the header, then each tensor's bytes straight from its
+    array (no copy of the whole file in memory). The SHA-256 over every byte of the file
+    (its digest field read as zeros) is written into the header last."""
+    header: dict[str, Any] = {"__metadata__": {**metadata, _DIGEST_KEY: _NO_DIGEST}}
+    offset = 0
+    for name in sorted(arrays):
+        arr = arrays[name]
+        header[name] = {"dtype": _ST_DTYPES[arr.dtype.name], "shape": list(arr.shape),
+                        "data_offsets": [offset, offset + arr.nbytes]}  # fmt: skip
+        offset += arr.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # safetensors aligns the data to 8 bytes
+    head = struct.pack("<Q", len(text)) + text
+    h = hashlib.sha256(head)
+    f.write(head)
+    for name in sorted(arrays):
+        data = memoryview(arrays[name].reshape(-1).view(np.uint8))
+        for i in range(0, len(data), _CHUNK):
+            h.update(data[i : i + _CHUNK])
+            f.write(data[i : i + _CHUNK])
+    f.seek(_digest_offset(head))
+    f.write(h.hexdigest().encode())
+
+
+def _digest_offset(head: bytes) -> int:
+    """Where the digest's 64 hex digits are in the file's first bytes (the header)."""
+    key = f'"{_DIGEST_KEY}":"'.encode()
+    return head.index(key) + len(key)
+
+
+def _remove_stale_temps(parent: str, base: str) -> None:
+    """Remove temp files of earlier saves to `parent/base` whose writer is gone (killed
+    mid-write): names carry the writer's pid; those of older flow (no pid) go after an hour."""
+    prefix = f".{base}."
+    try:
+        names = [n for n in os.listdir(parent) if n.startswith(prefix) and n.endswith(".tmp")]
+    except OSError:
+        return
+    for name in names:
+        parts = name[len(prefix) : -len(".tmp")].split(".")
+        path = os.path.join(parent, name)
+        if len(parts) == 2 and parts[0].isdigit():
+            stale = not _pid_alive(int(parts[0]))
+        elif len(parts) == 1 and len(parts[0]) == 16:
+            with contextlib.suppress(OSError):
+                stale = time.time() - os.stat(path).st_mtime > 3600
+        else:
+            continue
+        if stale:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True  # another thread of this process may be saving
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or no way to tell): keep its file
+    return True
+
+
+def _digest_v1(arrays: dict[str, np.ndarray]) -> str:
+    """The checksum of format version 1: every tensor's name and bytes (not the structure)."""
     h = hashlib.sha256()
     for name in sorted(arrays):
         data = arrays[name].reshape(-1).view(np.uint8)
         h.update(f"{name}\0{data.size}\0".encode())
         h.update(data)
+    return h.hexdigest()
+
+
+def _file_digest(file: str, recorded: str) -> str | None:
+    """SHA-256 of `file` with its recorded digest read as zeros (None: the header does not
+    hold the digest exactly once, so nothing matches)."""
+    with open(file, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        head = bytearray(struct.pack("<Q", n) + f.read(n))
+        quoted = f'"{recorded}"'.encode()
+        if head.count(quoted) != 1:
+            return None
+        at = head.index(quoted) + 1
+        head[at : at + len(recorded)] = _NO_DIGEST.encode()
+        h = hashlib.sha256(head)
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
     return h.hexdigest()
 
 
@@ -310,15 +405,25 @@ def load(path: str | os.PathLike[str], map_location: str | None = None) -> Any:
     if _TREE_KEY not in metadata:
         return {name: _foreign_tensor(file, name, arr) for name, arr in arrays.items()}
     version = metadata.get(_VERSION_KEY)
-    if version != str(FORMAT_VERSION):
+    if version not in ("1", str(FORMAT_VERSION)):
         raise CheckpointError(
             f"{file}: checkpoint format version {version!r} is not supported "
-            f"(this flow reads version {FORMAT_VERSION})"
+            f"(this flow reads versions 1 to {FORMAT_VERSION})"
         )
-    if metadata.get(_DIGEST_KEY) != _digest(arrays):
+    recorded = metadata.get(_DIGEST_KEY)
+    if not isinstance(recorded, str) or len(recorded) != len(_NO_DIGEST):
+        raise CheckpointError(f"{file}: corrupted checkpoint: its checksum ({_DIGEST_KEY}) "
+                              "is missing or malformed")  # fmt: skip
+    if version == "1":  # older flow: the checksum covers the tensor data only
+        if recorded != _digest_v1(arrays):
+            raise CheckpointError(
+                f"{file}: corrupted checkpoint: the tensor data does not match the checksum "
+                "recorded when it was saved"
+            )
+    elif recorded != _file_digest(file, recorded):
         raise CheckpointError(
-            f"{file}: corrupted checkpoint: the tensor data does not match the checksum "
-            "recorded when it was saved"
+            f"{file}: corrupted checkpoint: its contents (structure, scalars or tensor data) "
+            "do not match the checksum recorded when it was saved"
         )
     try:
         tree = json.loads(metadata[_TREE_KEY])

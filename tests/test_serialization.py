@@ -338,9 +338,18 @@ def _header(path) -> tuple[dict, bytes]:
 
 
 def _write_header(path, header: dict, body: bytes) -> None:
+    """Write an edited checkpoint, re-signed (its checksum recomputed) so that the edit
+    reaches the checks behind the checksum."""
+    meta = header.get("__metadata__", {})
+    if ser._DIGEST_KEY in meta:
+        meta[ser._DIGEST_KEY] = ser._NO_DIGEST
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    path.write_bytes(struct.pack("<Q", len(text)) + text + body)
+    raw = struct.pack("<Q", len(text)) + text + body
+    path.write_bytes(raw)
+    if ser._DIGEST_KEY in meta:
+        digest = ser._file_digest(str(path), ser._NO_DIGEST).encode()
+        path.write_bytes(raw.replace(f'"{ser._NO_DIGEST}"'.encode(), b'"' + digest + b'"'))
 
 
 def _edit_tree(path, edit) -> None:
@@ -389,7 +398,9 @@ def test_flipped_data_byte(ckpt, offset):
     raw = bytearray(ckpt.read_bytes())
     raw[offset] ^= 0x01
     ckpt.write_bytes(bytes(raw))
-    with pytest.raises(CheckpointError, match="tensor data does not match the checksum"):
+    with pytest.raises(CheckpointError, match=rf"{ckpt.name}: corrupted checkpoint: its "
+                       r"contents \(structure, scalars or tensor data\) do not match the "
+                       "checksum recorded when it was saved"):  # fmt: skip
         load(ckpt)
 
 
@@ -539,3 +550,123 @@ def test_public_api():
     assert "flow._serialization" in sys.modules
     assert ser.__all__ == ["CheckpointError", "load", "save"]
     assert issubclass(CheckpointError, ValueError)
+
+
+# ------------------------------------------------------------- checksum, temps, memory
+
+
+@pytest.mark.parametrize("old, new", [(b'"lr",0.125', b'"lr",0.135'), (b'"step",1200', b'"step",1300'),
+                                      (b'"name","run-a"', b'"name","run-b"')])  # fmt: skip
+def test_checksum_covers_structure_and_scalars(tmp_path, old, new):
+    path = tmp_path / "ckpt"
+    save({"lr": 0.125, "step": 1200, "name": "run-a", "w": flow.ones(2)}, path)
+    raw = path.read_bytes()
+    assert raw.count(old.replace(b'"', b'\\"')) == 1  # the tree is a JSON string in the header
+    path.write_bytes(raw.replace(old.replace(b'"', b'\\"'), new.replace(b'"', b'\\"')))
+    with pytest.raises(CheckpointError, match=rf"{path.name}: corrupted checkpoint: its contents "
+                                              r"\(structure, scalars or tensor data\) do not "
+                                              "match the checksum"):  # fmt: skip
+        load(path)
+
+
+def _v1_file(path, obj) -> None:
+    """A checkpoint as format version 1 wrote it (checksum over tensor data only)."""
+    encoder = ser._Encoder()
+    tree = encoder.encode(obj, "")
+    meta = {ser._VERSION_KEY: "1", ser._TREE_KEY: json.dumps(tree, separators=(",", ":")),
+            ser._DIGEST_KEY: ser._digest_v1(encoder.arrays)}  # fmt: skip
+    path.write_bytes(safetensors.numpy.save(encoder.arrays, metadata=meta))
+
+
+def test_version_1_checkpoints_still_load(tmp_path, rng):
+    path = tmp_path / "v1"
+    want = {"w": flow.tensor(rng.standard_normal((3, 2)).astype(np.float32)), "step": 7,
+            "h": (np.arange(3, dtype=np.int16), 0.5)}  # fmt: skip
+    _v1_file(path, want)
+    assert_tree_same(load(path), want)
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 1
+    path.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match="tensor data does not match the checksum"):
+        load(path)
+
+
+def test_streamed_file_is_what_safetensors_writes(tmp_path, rng):
+    arrays = {"a": rng.standard_normal((5, 3)).astype(ml_dtypes.bfloat16),
+              "b": np.arange(7, dtype=np.int64), "c": np.zeros((0, 2), np.float16),
+              "d": np.array(True)}  # fmt: skip
+    path = tmp_path / "s"
+    save(dict(arrays), path)
+    got = safetensors.numpy.load_file(str(path))
+    assert sorted(got) == sorted(f"{k}" for k in arrays)
+    for k, v in arrays.items():
+        assert_same(got[k], v)
+
+
+_KILLED_WRITER = """
+import os, sys, time
+import numpy as np
+import flow
+real_fsync = os.fsync
+def stuck(fd):
+    print("writing", flush=True)
+    time.sleep(600)
+os.fsync = stuck
+flow.save({"w": np.ones((512, 1024), np.float32)}, sys.argv[1])
+"""
+
+
+def test_a_killed_save_leaves_a_temp_that_the_next_save_removes(tmp_path):
+    import signal
+    import subprocess
+
+    path = tmp_path / "ckpt"
+    save({"step": 1}, path)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path)],
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert proc.stdout.readline() == "writing\n"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+    temps = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+    assert len(temps) == 1 and f".{proc.pid}." in temps[0], temps
+    assert (tmp_path / temps[0]).stat().st_size >= 512 * 1024 * 4
+    assert load(path) == {"step": 1}  # the kill left the previous checkpoint intact
+    live = tmp_path / f".ckpt.{os.getpid()}.0a0b0c0d.tmp"  # a writer that is still running
+    live.write_bytes(b"partial")
+    save({"step": 2}, path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", live.name])
+    assert load(path) == {"step": 2}
+
+
+_PEAK = """
+import sys, tracemalloc
+import numpy as np
+import flow
+state = {f"w{i}": flow.tensor(np.full((1024, 2048), i, np.float32)) for i in range(4)}
+state["opt"] = {"step": 3, "m": [np.ones((1024, 1024), np.float64)]}
+size = sum(t.numpy().nbytes for t in list(state.values())[:4]) + 8 * 1024 * 1024
+tracemalloc.start()
+base = tracemalloc.get_traced_memory()[0]
+flow.save(state, sys.argv[1])
+saved = tracemalloc.get_traced_memory()[1] - base
+tracemalloc.reset_peak()
+base = tracemalloc.get_traced_memory()[0]
+back = flow.load(sys.argv[1])
+loaded = tracemalloc.get_traced_memory()[1] - base
+assert float(back["w3"].numpy()[5, 7]) == 3.0 and back["opt"]["step"] == 3
+print(size, saved, loaded)
+"""
+
+
+def test_save_streams_and_load_reads_once(tmp_path):
+    """A save holds no second copy of the state (it streams); a load holds one copy."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _PEAK, str(tmp_path / "big")],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    size, saved, loaded = map(int, out.stdout.split())
+    assert saved < 0.3 * size, (size, saved)  # extra memory beyond the state itself
+    assert loaded < 1.3 * size, (size, loaded)
