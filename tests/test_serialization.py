@@ -555,8 +555,11 @@ def test_public_api():
 # ------------------------------------------------------------- checksum, temps, memory
 
 
-@pytest.mark.parametrize("old, new", [(b'"lr",0.125', b'"lr",0.135'), (b'"step",1200', b'"step",1300'),
-                                      (b'"name","run-a"', b'"name","run-b"')])  # fmt: skip
+_EDITS = [(b'"lr",0.125', b'"lr",0.135'), (b'"step",1200', b'"step",1300'),
+          (b'"name","run-a"', b'"name","run-b"')]
+
+
+@pytest.mark.parametrize("old, new", _EDITS)
 def test_checksum_covers_structure_and_scalars(tmp_path, old, new):
     path = tmp_path / "ckpt"
     save({"lr": 0.125, "step": 1200, "name": "run-a", "w": flow.ones(2)}, path)
