@@ -21,7 +21,6 @@ from xdsl.dialects.builtin import (
     IntegerType,
     Signedness,
     TensorType,
-    f32,
     f64,
     i1,
     i64,
@@ -31,6 +30,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from flow.dialect import ops as flow
 from flow.dialect.ops import is_bool, is_float
 
+from . import _half_casts
 from ._linalg_builders import (
     Lowered,
     binary,
@@ -259,23 +259,19 @@ def _scalar_select(op: flow.SelectOp, a: Sequence[SSAValue]) -> Scalar:
 
 
 def cast_scalar(x: SSAValue, src: Attribute, dst: Attribute) -> tuple[list[Operation], SSAValue]:
-    """Convert one scalar: float<->int truncate toward zero, bools are 0/1, `x != 0` gives i1."""
+    """Convert one scalar: float<->int truncate toward zero, bools are 0/1, `x != 0` gives i1;
+    bf16 and f64 -> f16 as in `_half_casts` (bit-exact with ml_dtypes on every CPU)."""
     if src == dst:
         return [], x
+    if _half_casts.is_special(src, dst):
+        return _half_casts.half_cast(x, src, dst)
     if is_bool(dst):
         zero = scalar_constant(0, src)
         cmp = cmpf(x, zero.result, "une") if is_float(src) else cmpi(x, zero.result, "ne")
         return [zero, cmp], cmp.results[0]
     if is_float(src) and is_float(dst):
         sw, dw = src.bitwidth, dst.bitwidth
-        if sw < dw:
-            return _one(unary(arith.ExtFOp, x, dst))
-        if sw > dw:
-            return _one(unary(arith.TruncFOp, x, dst))
-        # bf16 <-> f16: same width, different formats; go through f32.
-        ext = unary(arith.ExtFOp, x, f32)
-        trunc = unary(arith.TruncFOp, ext.results[0], dst)
-        return [ext, trunc], trunc.results[0]
+        return _one(unary(arith.ExtFOp if sw < dw else arith.TruncFOp, x, dst))
     if is_float(src):
         return _one(unary(arith.FPToSIOp, x, dst))
     assert isinstance(src, IntegerType)

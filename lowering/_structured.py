@@ -20,6 +20,7 @@ from xdsl.ir.affine import AffineDimExpr
 from flow.dialect import ops as flow
 from flow.dialect.ops import is_float
 
+from . import _half_casts
 from ._linalg_builders import (
     Lowered,
     affine_map,
@@ -228,7 +229,9 @@ def _lower_iota(op: flow.IotaOp) -> Lowered:
         as_int = build(arith.IndexCastOp, (idx.results[0],), (i64,))
         ops: list[Operation] = [idx, as_int]
         value = as_int.results[0]
-        if is_float(el):
+        if el == _half_casts.BF16:  # sitofp to bf16 needs a libcall on CPUs without bf16
+            ops += _half_casts.half_cast(value, i64, el)[0]
+        elif is_float(el):
             ops.append(build(arith.SIToFPOp, (value,), (el,)))
         elif el != i64:
             ops.append(build(arith.TruncIOp, (value,), (el,)))

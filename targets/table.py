@@ -129,6 +129,8 @@ class CpuArch:
 # * arm64: `generic` is ARMv8-A with NEON, which every 64-bit ARM core has.
 # * x86-64: `x86-64-v3` (AVX2, FMA: Haswell and later, Zen 1 and later) rather than the
 #   baseline x86-64, whose SSE2-only code is 3-10x slower on matmuls (NOTES.md).
+# Neither has bf16 instructions (nor need they: flow lowers bf16 conversions to integer
+# arithmetic, lowering/_half_casts.py, so no `__truncsfbf2` call is left for IREE to link).
 # Optional flags are dropped for them: they were measured on the host only.
 CPU_ARCHS: dict[str, CpuArch] = {
     a.name: a

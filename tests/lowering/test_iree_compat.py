@@ -163,6 +163,21 @@ def test_compiles_for_cpu(lowered):
     assert len(vmfb) > 0
 
 
+def test_half_precision_compiles_for_a_cpu_without_bf16():
+    """The host is not the only kind of CPU: x86-64-v3 (AVX2 + FMA, e.g. AMD Zen 3) has no bf16
+    instructions, where LLVM's own bf16 conversions call `__truncsfbf2`, which IREE's linker
+    does not resolve. The f16 / bf16 functions and every cast compile for it too."""
+    from iree.compiler import tools
+
+    m = module(_numeric("numeric_f16", Float16Type()), _numeric("numeric_bf16", BFloat16Type()),
+               _casts("casts"))  # fmt: skip
+    run_pipeline(m, "flow-to-iree-input", verify=True)
+    vmfb = tools.compile_str(to_iree_text(m), target_backends=["llvm-cpu"],
+                             extra_args=["--iree-llvmcpu-target-cpu=x86-64-v3",
+                                         "--iree-llvmcpu-target-triple=x86_64-unknown-linux-gnu"])
+    assert b"__truncsfbf2" not in vmfb and len(vmfb) > 0
+
+
 # --------------------------------------------------------------------------- numerics
 
 
