@@ -51,13 +51,13 @@ JMLP = flow.jit(mlp)
 OUT = JMLP(*ARGS).numpy()
 print("mlp", np.allclose(OUT, WANT, atol=1e-5))
 # many programs, their results (tensors and arrays mapping device memory) kept in globals
-FNS = [flow.jit(lambda x, k=k: flow.tanh(x * float(k)) + float(k)) for k in range(1, 7)]
+FNS = [flow.jit(lambda x, k=k: flow.tanh(x * float(k)) + float(k)) for k in range(1, 4)]
 RESULTS = [f(ARGS[0]) for f in FNS]
 print("many", all(np.allclose(r.numpy(), np.tanh(X * k) + k, atol=1e-5)
-                  for k, r in zip(range(1, 7), RESULTS)))
+                  for k, r in zip(range(1, 4), RESULTS)))
 # 1 MiB: memory IREE unmaps when its device goes, so reading it after would crash
 BIG = flow.jit(lambda x: x * 2.0)(flow.tensor(np.ones((512, 512), np.float32)))
-KEEP["pairs"] = [(OUT, WANT), (RESULTS[-1].numpy(), np.tanh(X * 6) + 6), (BIG.numpy(), 2.0)]
+KEEP["pairs"] = [(OUT, WANT), (RESULTS[-1].numpy(), np.tanh(X * 3) + 3), (BIG.numpy(), 2.0)]
 KEEP["call"] = lambda: JMLP(*ARGS)
 """
 
@@ -132,7 +132,7 @@ PROGRAM = flow.jit(lambda x, w: flow.matmul(flow.tanh(x), w).sum())  # a global 
 OUT = PROGRAM(glob(X, sbp.split(0)), glob(W, sbp.broadcast))
 LOCAL = flow.jit(lambda a: a * 3.0)(flow.tensor(X))
 ok = abs(float(OUT.numpy()) - float((np.tanh(X) @ W).sum())) < 1e-3
-print(f"rank {RANK}:", ok and np.allclose(LOCAL.numpy(), X * 3), flush=True)
+print(f"rank {RANK}: {ok and np.allclose(LOCAL.numpy(), X * 3)}", flush=True)
 """
 
 
@@ -205,4 +205,5 @@ def test_two_ranks_exit_cleanly(tmp_path: Path) -> None:
         pytest.skip("mpi4py is not installed")
     run = _run(tmp_path, "ranks_exit", _RANKS, sys.executable, "-m", "flow.tools.run", "-n", "2")
     _check_clean(run)
-    assert sorted(run.stdout.splitlines()) == ["rank 0: True", "rank 1: True"], run.stdout
+    # (the launcher forwards each rank's output in chunks, which may interleave)
+    assert sorted(run.stdout.split()) == sorted("rank 0: True rank 1: True".split()), run.stdout
