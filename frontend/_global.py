@@ -302,9 +302,28 @@ def _group_comm(ranks: tuple[int, ...]) -> Any:
     comm = _COMMS.get(ranks)
     if comm is None:
         world = _mpi().COMM_WORLD
-        comm = world.Create_group(world.group.Incl(list(ranks)))
+        with _watch("create_group", ranks):
+            comm = world.Create_group(world.group.Incl(list(ranks)))
         _COMMS[ranks] = comm
     return comm
+
+
+_faults: Any = None
+
+
+def _watch(name: str, ranks: Sequence[int] | None = None, *, peer: int | None = None) -> Any:
+    """Bound a blocking MPI call (flow.targets.faults): a collective of the eager communicator
+    over `ranks`, a world collective (no `ranks`), or a point-to-point call with `peer`."""
+    global _faults
+    if _faults is None:
+        from flow.targets import faults
+
+        _faults = faults
+    if peer is not None:
+        return _faults.watch(name, _faults.group(_faults.WORLD, (peer,)), p2p=True)
+    if ranks is None:
+        return _faults.watch(name, _faults.group(_faults.WORLD, range(env.get_world_size())))
+    return _faults.watch(name, _faults.group("global tensors", ranks))
 
 
 def _axis_group(pl: placement, axis: int) -> tuple[int, ...]:
@@ -326,7 +345,8 @@ def _all_reduce(x: np.ndarray, group: tuple[int, ...]) -> np.ndarray:
     comm = _group_comm(group)
     send = np.ascontiguousarray(x).reshape(np.shape(x))  # 0-d stays 0-d
     out = np.empty_like(send)
-    comm.Allreduce(send, out, op=_mpi().SUM)
+    with _watch("all_reduce", group):
+        comm.Allreduce(send, out, op=_mpi().SUM)
     return out
 
 
@@ -337,7 +357,8 @@ def _reduce_scatter(x: np.ndarray, group: tuple[int, ...], dim: int) -> np.ndarr
     sizes = balanced_split(moved.shape[0], k)
     row = int(np.prod(moved.shape[1:], dtype=np.int64))
     out = np.empty((sizes[comm.rank], *moved.shape[1:]), x.dtype)
-    comm.Reduce_scatter(moved, out, recvcounts=[s * row for s in sizes], op=_mpi().SUM)
+    with _watch("reduce_scatter", group):
+        comm.Reduce_scatter(moved, out, recvcounts=[s * row for s in sizes], op=_mpi().SUM)
     return np.moveaxis(out, 0, dim)
 
 
@@ -351,7 +372,8 @@ def _all_gather(x: np.ndarray, group: tuple[int, ...], dim: int, n: int) -> np.n
     counts = [s * row for s in sizes]
     displs = [balanced_offset(n, k, i) * row for i in range(k)]
     mpi_type = _mpi()._typedict[x.dtype.char] if x.dtype != np.bool_ else _mpi().BOOL
-    comm.Allgatherv(moved, [out, counts, displs, mpi_type])
+    with _watch("all_gather", group):
+        comm.Allgatherv(moved, [out, counts, displs, mpi_type])
     return np.moveaxis(out, 0, dim)
 
 
@@ -366,7 +388,8 @@ def _all_to_all(
                                               balanced_offset(n_dst, k, i + 1)), axis=dst))
         for i in range(k)
     ]  # fmt: skip
-    received = comm.alltoall(pieces)
+    with _watch("all_to_all", group):
+        received = comm.alltoall(pieces)
     del n_src
     return np.concatenate(received, axis=src)
 
@@ -462,11 +485,13 @@ def _change_placement(x: np.ndarray, shape: Sequence[int], dtype: np.dtype, src:
     for j, r in enumerate(r for r in dst_ranks if r not in src_ranks):
         sender = src_ranks[j % len(src_ranks)]
         if me == sender:
-            requests.append(world.isend(np.array(value), dest=r, tag=7001))
+            requests.append((r, world.isend(np.array(value), dest=r, tag=7001)))
         if me == r:
-            value = world.recv(source=sender, tag=7001)
-    for req in requests:
-        req.wait()
+            with _watch("recv", peer=sender):
+                value = world.recv(source=sender, tag=7001)
+    for r, req in requests:
+        with _watch("send", peer=r):
+            req.wait()
     if me not in dst_ranks:
         return _empty(shape, dtype)
     return _slice_global(value, dst.placement, dst.sbp)
@@ -624,7 +649,8 @@ def _global_shape_of_shards(data: np.ndarray, pl: placement, nd: NdSbp) -> tuple
     if env.get_world_size() == 1:
         shapes = {0: data.shape}
     else:
-        shapes = dict(enumerate(_mpi().COMM_WORLD.allgather(data.shape)))
+        with _watch("all_gather (shard shapes)"):
+            shapes = dict(enumerate(_mpi().COMM_WORLD.allgather(data.shape)))
     members = pl.attr.rank_list
     first = shapes[members[0]]
     split_axes = {s.dim for s in nd if s.kind == "S"}
@@ -678,7 +704,8 @@ def global_numpy(t: Tensor) -> np.ndarray:
     if _member(pl):
         value = _box_same_placement(t._data, t.shape, pl, info.sbp, bcast)
     if any(r not in pl.attr.rank_list for r in range(env.get_world_size())):
-        value = _mpi().COMM_WORLD.bcast(value, root=pl.attr.rank_list[0])
+        with _watch("broadcast"):
+            value = _mpi().COMM_WORLD.bcast(value, root=pl.attr.rank_list[0])
     return value
 
 
@@ -861,7 +888,9 @@ def _broadcast_constant(t: Tensor, pl: placement) -> Tensor:
         import zlib
 
         digest = zlib.crc32(np.ascontiguousarray(t._data).tobytes())
-        if len(set(_mpi().COMM_WORLD.allgather(digest))) > 1:
+        with _watch("all_gather (random tensor digests)"):
+            digests = _mpi().COMM_WORLD.allgather(digest)
+        if len(set(digests)) > 1:
             raise ValueError(
                 f"a local random tensor of shape {list(t.shape)} differs between ranks and "
                 "cannot meet global tensors as a broadcast one: seed every rank the same "

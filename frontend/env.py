@@ -5,13 +5,19 @@ A process started without a launcher is rank 0 of a world of size 1, and MPI is 
 Under ``mpiexec`` (``flow-run -n N``, ``python -m flow.distributed.launch``) MPI is initialised
 when this module is imported, IREE's own MPI detection is disabled, and an uncaught exception on
 any rank prints its traceback and aborts every rank, so a failure never leaves the others
-waiting in a collective.
+waiting in a collective. Every collective is bounded (``flow.targets.faults``): a rank that
+waits longer than ``FLOW_COLLECTIVE_TIMEOUT`` seconds, or for a rank that has ended, names the
+collective and the ranks that did not arrive, and aborts every rank.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
+import time
 import traceback
 from types import TracebackType
 from typing import Any
@@ -67,9 +73,14 @@ def get_node_size() -> int:
 
 
 def barrier() -> None:
-    """Wait until every rank reaches the barrier (nothing to wait for without a launcher)."""
+    """Wait until every rank reaches the barrier (nothing to wait for without a launcher).
+    Bounded like every collective (``FLOW_COLLECTIVE_TIMEOUT``; a rank that has ended is
+    noticed at once)."""
     if _LAUNCHED:
-        _mpi().COMM_WORLD.Barrier()
+        from flow.targets import faults
+
+        with faults.watch("barrier", faults.group(faults.WORLD, range(_world_size))):
+            _mpi().COMM_WORLD.Barrier()
 
 
 def prepare_iree_for_mpi() -> None:
@@ -80,15 +91,19 @@ def prepare_iree_for_mpi() -> None:
     prepare()
 
 
-def abort(code: int = 1) -> None:
+def abort(code: int = 1, reason: str = "") -> None:
     """Flush output and end every rank with exit code ``code`` (this process only, without a
-    launcher)."""
+    launcher); the launcher names this rank, and ``reason``'s last line, as ending the run."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:  # noqa: BLE001 -- a closed stream must not keep the others alive
             pass
     if _LAUNCHED:
+        from flow.targets import faults
+
+        faults.aborting(code, reason)
+        time.sleep(0.1)  # let mpiexec forward this rank's last output before it stops them all
         _mpi().COMM_WORLD.Abort(code)
     raise SystemExit(code)
 
@@ -100,7 +115,24 @@ def _abort_on_uncaught(
     rank = f"[rank {_rank}] " if _world_size > 1 else ""
     text = "".join(traceback.format_exception(etype, value, tb))
     sys.stderr.write("".join(f"{rank}{line}\n" for line in text.rstrip("\n").split("\n")))
-    abort(1)
+    abort(1, text)
+
+
+def _attach_board(world: Any) -> None:
+    """Join the run's record of arrivals and endings (flow.targets.faults): the launcher's
+    (``FLOW_RUN_DIR``), or, under a plain ``mpiexec``, one that rank 0 makes for the run."""
+    from flow.targets import faults
+
+    run_dir = os.environ.get(faults.RUN_DIR_ENV)
+    if not run_dir:
+        made = None
+        if world.rank == 0:
+            made = tempfile.mkdtemp(prefix="flow-run-")
+            faults.Board.create(made, world.size)
+            atexit.register(shutil.rmtree, made, True)
+        run_dir = world.bcast(made, root=0)
+    faults.attach(run_dir, world.rank, world.size)
+    atexit.register(faults.finished)  # before MPI's finalisation: no more collectives
 
 
 def _init() -> None:
@@ -109,9 +141,13 @@ def _init() -> None:
     MPI: Any = _mpi()
     world = MPI.COMM_WORLD
     _rank, _world_size = world.rank, world.size
-    node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
-    _local_rank = node.rank
-    _node_size = world.allreduce(1 if node.rank == 0 else 0)
+    _attach_board(world)
+    from flow.targets import faults
+
+    with faults.watch("init", faults.group(faults.WORLD, range(_world_size))):
+        node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
+        _local_rank = node.rank
+        _node_size = world.allreduce(1 if node.rank == 0 else 0)
     node.Free()
     from flow.targets.runtime import set_local_rank
 

@@ -51,8 +51,10 @@ makes the program's point-to-point calls data-dependent, so the compiler keeps t
 program order (it may otherwise hoist a receive, which waits, above a send that a peer
 needs first). The token returned is ``after + 1``.
 
-Every call that waits for peers has a deadline (``FLOW_COLLECTIVE_TIMEOUT`` seconds, default
-300): past it, the rank names the collective and aborts every rank instead of hanging.
+Every call that waits for peers is bounded (:mod:`flow.targets.faults`, as flow's eager
+collectives are): past ``FLOW_COLLECTIVE_TIMEOUT`` seconds (default 300), or at once when a
+member of the group has ended, the rank names the collective, its group and the ranks that
+did not arrive, and aborts every rank instead of hanging.
 
 Results live in fresh buffers (never aliasing an operand), except the ``_inplace`` variants.
 Element types: f16, bf16, f32, f64 and 8- to 64-bit integers; data movement works on bytes
@@ -69,8 +71,6 @@ import atexit
 import os
 import re
 import sys
-import threading
-import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -78,6 +78,8 @@ from typing import Any
 
 import iree.runtime as rt
 import numpy as np
+
+from . import faults
 
 __all__ = [
     "COLLECTIVES",
@@ -150,18 +152,38 @@ def prepare_iree_for_mpi() -> None:
 # Groups: id -> communicator (None on ranks outside the group).
 
 _groups: list[Any] = []
+_infos: list[faults.Group | None] = []  # what the watchdog calls each group
 
 
 def _comms() -> list[Any]:
     if not _groups:
-        _groups.append(mpi().COMM_WORLD)
+        world = mpi().COMM_WORLD
+        _groups.append(world)
+        _infos.append(faults.group(faults.WORLD, range(world.size)))
     return _groups
 
 
-def _add_group(comm: Any) -> int:
+def _world_group() -> faults.Group:
+    _comms()
+    info = _infos[WORLD]
+    assert info is not None
+    return info
+
+
+def _add_group(comm: Any, label: str = "", ranks: Sequence[int] | None = None) -> int:
+    """A new group id for ``comm`` over world ``ranks`` (``label`` defaults to ``group <id>``)."""
     comms = _comms()
-    comms.append(None if comm == mpi().COMM_NULL else comm)
-    return len(comms) - 1
+    member = comm != mpi().COMM_NULL
+    comms.append(comm if member else None)
+    gid = len(comms) - 1
+    _infos.append(faults.group(label or f"group {gid}", ranks) if member and ranks else None)
+    return gid
+
+
+def _group_info(group: int) -> faults.Group | None:
+    """The watchdog's name and world ranks of a group id (None on a rank outside it)."""
+    _comm(group)
+    return _infos[group]
 
 
 def register_group(ranks: Sequence[int]) -> int:
@@ -176,7 +198,9 @@ def register_group(ranks: Sequence[int]) -> int:
         raise ValueError(f"register_group: ranks {ranks} must be distinct, in [0, {world.size})")
     group = world.Get_group().Incl(ranks)
     try:
-        return _add_group(world.Create(group))
+        with faults.watch("register_group", _world_group()):
+            comm = world.Create(group)
+        return _add_group(comm, ranks=ranks)
     finally:
         group.Free()
 
@@ -196,14 +220,19 @@ def register_mesh(mesh: Any) -> tuple[int, ...]:
     where = np.argwhere(grid == world.rank)
     ids = []
     for axis in range(grid.ndim):
+        ranks: list[int] | None = None
         if len(where):
             coord = where[0]
             rest = np.delete(coord, axis)
             color = int(np.ravel_multi_index(rest, np.delete(grid.shape, axis))) if rest.size else 0
             key = int(coord[axis])
+            line = [slice(None) if d == axis else int(c) for d, c in enumerate(coord)]
+            ranks = grid[tuple(line)].tolist()
         else:
             color, key = mpi().UNDEFINED, 0
-        ids.append(_add_group(world.Split(color, key)))
+        with faults.watch("register_mesh", _world_group()):
+            comm = world.Split(color, key)
+        ids.append(_add_group(comm, ranks=ranks))
     return tuple(ids)
 
 
@@ -233,11 +262,13 @@ def program_groups(groups: Sequence[Sequence[int]]) -> tuple[int, ...]:
             _by_ranks[g] = _add_group(mpi().COMM_NULL)
             continue
         group = world.Get_group().Incl(list(g))
+        info = faults.group("program group", g)
         try:
-            comm = world.Create_group(group, tag=zlib.crc32(repr(g).encode()) % 32768)
+            with faults.watch("create_group", info):
+                comm = world.Create_group(group, tag=zlib.crc32(repr(g).encode()) % 32768)
         finally:
             group.Free()
-        _by_ranks[g] = _add_group(comm)
+        _by_ranks[g] = _add_group(comm, "program group", g)
     return tuple(_by_ranks[g] for g in wanted)
 
 
@@ -528,7 +559,7 @@ def _broadcast(self: _CommModule, ref: rt.VmRef, root: int, group: int) -> Any:
 
 # Sends in flight: (request, the copy it sends). Completed ones are dropped at the next send;
 # the rest are waited for at exit, before MPI is finalised.
-_sends: list[tuple[Any, np.ndarray]] = []
+_sends: list[tuple[Any, np.ndarray, Any, int]] = []  # (request, data, comm, peer)
 _wait_at_exit = False
 
 
@@ -539,15 +570,25 @@ def _send(self: _CommModule, ref: rt.VmRef, peer: int, tag: int, after: int, gro
     data = self.buffers.array(self.buffers.view(ref)).copy()  # IREE may reuse x's memory
     if not _wait_at_exit:
         _wait_at_exit = bool(atexit.register(wait_sends))  # runs before MPI is finalised
-    _sends[:] = [(req, buf) for req, buf in _sends if not req.Test()]
-    _sends.append((comm.Isend(data, dest=peer, tag=tag), data))
+    _sends[:] = [s for s in _sends if not s[0].Test()]
+    _sends.append((comm.Isend(data, dest=peer, tag=tag), data, comm, peer))
     return after + 1
 
 
 def wait_sends() -> None:
-    """Wait until every send of compiled programs has been delivered."""
+    """Wait until every send of compiled programs has been delivered (bounded like a
+    collective: a peer that never receives does not keep this rank from exiting forever)."""
     if _sends:
-        mpi().Request.Waitall([req for req, _ in _sends])
+        world = _comms()[WORLD].Get_group()
+        peers = set()
+        for _, _, comm, peer in _sends:
+            own = comm.Get_group()
+            peers.update(own.Translate_ranks([peer], world))
+            own.Free()
+        world.Free()
+        receivers = faults.group(faults.WORLD, sorted(peers))
+        with faults.watch("send (delivery at exit)", receivers, p2p=True):
+            mpi().Request.Waitall([s[0] for s in _sends])
         _sends.clear()
 
 
@@ -632,6 +673,7 @@ COLLECTIVES: dict[str, Collective] = {
         Collective("barrier", ("group",), False, False, _barrier),
     )
 }  # fmt: skip
+faults.known_names(COLLECTIVES)
 
 
 _IMPORT_RE = re.compile(rb"comm\.([A-Za-z_][A-Za-z0-9_$.]*)")
@@ -690,80 +732,43 @@ def imported_collectives(vmfb: bytes) -> set[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# A deadline: ranks whose programs disagree on their collectives would wait for each other
-# forever. MPI has no timed wait, so a watchdog thread (blocking MPI calls release the GIL)
-# watches the collective in progress and aborts every rank, naming it, once it has waited
-# longer than FLOW_COLLECTIVE_TIMEOUT seconds (default 300; 0 turns the bound off). The
-# fast path only records the start and end of each call.
+# A deadline: ranks whose programs disagree on their collectives, or a peer that has ended or is
+# stuck, would leave the others waiting forever. Every call that waits for peers goes through
+# flow.targets.faults (as flow's eager collectives do): past FLOW_COLLECTIVE_TIMEOUT seconds, or
+# at once when a member of the group has ended, the rank names the collective, its group and
+# the ranks that did not arrive, and aborts every rank.
 
-TIMEOUT_ENV = "FLOW_COLLECTIVE_TIMEOUT"
-DEFAULT_TIMEOUT = 300.0
-
-
-def collective_timeout() -> float:
-    """Seconds a compiled collective may wait for its peers (0: no bound)."""
-    raw = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
-    return max(value, 0.0)
+TIMEOUT_ENV = faults.TIMEOUT_ENV
+DEFAULT_TIMEOUT = faults.DEFAULT_TIMEOUT
+collective_timeout = faults.collective_timeout
 
 
-class _Watchdog:
-    def __init__(self) -> None:
-        self.current: tuple[str, int, float] | None = None  # (collective, group, start)
-        self.thread: threading.Thread | None = None
+def _watched(impl: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``impl`` (an import taking the group id last) bounded by the watchdog."""
+    p2p = name == "recv"
 
-    def watch(self, impl: Callable[..., Any], name: str) -> Callable[..., Any]:
-        """``impl`` timed against the deadline."""
+    def watched(module: _CommModule, *args: Any) -> Any:
+        try:
+            grp = _group_info(module.global_id(int(args[-1])))
+        except ValueError:
+            return impl(module, *args)  # the call itself reports the unknown group
+        if grp is None:
+            return impl(module, *args)  # not a member: the call itself reports it
+        if p2p:  # only the peer matters: (ref, peer, tag, after, group)
+            peer = int(args[1])
+            if not 0 <= peer < len(grp.ranks):
+                return impl(module, *args)  # the call itself reports it
+            grp = faults.group(grp.label, (grp.ranks[peer],))
+        call = faults.begin(name, grp, p2p)
+        try:
+            return impl(module, *args)
+        finally:
+            faults.end(call)
 
-        def watched(module: Any, *args: Any) -> Any:
-            timeout = collective_timeout()
-            if timeout and self.thread is None:
-                self.thread = threading.Thread(
-                    target=self._run, args=(timeout,), name="flow-collective-watchdog",
-                    daemon=True,
-                )  # fmt: skip
-                self.thread.start()
-            group = int(args[-1]) if args else WORLD
-            try:
-                group = module.global_id(group)
-            except ValueError:
-                pass  # the call itself reports it
-            self.current = (name, group, time.monotonic())
-            try:
-                return impl(module, *args)
-            finally:
-                self.current = None
-
-        watched.__name__ = getattr(impl, "__name__", name)
-        return watched
-
-    def _run(self, timeout: float) -> None:
-        while True:
-            time.sleep(min(1.0, timeout / 4))
-            current = self.current
-            if current is None or time.monotonic() - current[2] < timeout:
-                continue
-            name, group, start = current
-            try:
-                members = f"ranks {list(group_ranks(group) or ())}"
-            except Exception:  # an unknown group id: the call itself reports it
-                members = "unknown ranks"
-            rank = mpi().COMM_WORLD.Get_rank()
-            print(
-                f"flow: rank {rank} waited {time.monotonic() - start:.0f} s in the collective "
-                f"'{name}' (group {group}: {members}) without its peers joining: the ranks' "
-                f"programs disagree on their collectives, or a peer is stuck. Aborting every "
-                f"rank; {TIMEOUT_ENV} sets this bound in seconds.",
-                file=sys.stderr,
-                flush=True,
-            )
-            mpi().COMM_WORLD.Abort(1)
+    watched.__name__ = getattr(impl, "__name__", name)
+    return watched
 
 
-_watchdog = _Watchdog()
 _NEVER_WAIT = ("send", "fence")  # calls that wait for no peer
 
 
@@ -808,6 +813,6 @@ def create_module(
     names = {c.name: c for c in COLLECTIVES.values()}
     names.update({n: COLLECTIVES[n.split(".", 1)[0]] for n in imported_collectives(vmfb)})
     for name, c in sorted(names.items()):
-        impl = c.impl if c.name in _NEVER_WAIT else _watchdog.watch(c.impl, c.name)
+        impl = c.impl if c.name in _NEVER_WAIT else _watched(c.impl, c.name)
         iface.export(name, c.cconv, impl)
     return iface.create(), iface

@@ -146,7 +146,7 @@ def _launch_script(nproc: int, path: str, script_args: list[str]) -> int:
         print(f"flow-run: error: script not found: {path}", file=sys.stderr)
         return 1
     try:
-        return launch(nproc, path, script_args)
+        return launch(nproc, path, script_args, prog="flow-run")
     except LauncherNotFoundError as err:
         print(f"flow-run: error: {err}", file=sys.stderr)
         return 1
