@@ -207,7 +207,7 @@ def test_ranks_of_a_node_spread_over_its_devices(monkeypatch):
             return info["name"]
 
     monkeypatch.setattr(runtime.rt, "get_driver", lambda name: Driver())
-    monkeypatch.setattr(runtime.rt, "get_device", lambda name: "default")
+    monkeypatch.setattr(runtime.rt, "get_device", lambda name, **_: "default")
     for rank, want in [(0, "default"), (1, "gpu1"), (4, "gpu1"), (5, "gpu2")]:
         monkeypatch.setattr(runtime, "_local_rank", rank)
         assert runtime._rank_device("cuda") == want
