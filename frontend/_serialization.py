@@ -285,8 +285,9 @@ def _file_digest(file: str, recorded: str) -> str | None:
         at = head.index(quoted) + 1
         head[at : at + len(recorded)] = _NO_DIGEST.encode()
         h = hashlib.sha256(head)
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
+        buf = memoryview(bytearray(1 << 20))  # one reused buffer: no copy of the file
+        while n := f.readinto(buf):
+            h.update(buf[:n])
     return h.hexdigest()
 
 

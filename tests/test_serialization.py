@@ -647,9 +647,9 @@ _PEAK = """
 import sys, tracemalloc
 import numpy as np
 import flow
-state = {f"w{i}": flow.tensor(np.full((1024, 2048), i, np.float32)) for i in range(4)}
-state["opt"] = {"step": 3, "m": [np.ones((1024, 1024), np.float64)]}
-size = sum(t.numpy().nbytes for t in list(state.values())[:4]) + 8 * 1024 * 1024
+state = {f"w{i}": flow.tensor(np.full((512, 2048), i, np.float32)) for i in range(4)}
+state["opt"] = {"step": 3, "m": [np.ones((512, 1024), np.float64)]}
+size = sum(t.numpy().nbytes for t in list(state.values())[:4]) + 8 * 512 * 1024
 tracemalloc.start()
 base = tracemalloc.get_traced_memory()[0]
 flow.save(state, sys.argv[1])

@@ -337,11 +337,11 @@ def test_the_collector_freeing_tensors_mid_scan_changes_nothing_scanned():
 
 
 def test_training_under_gc_pressure_equals_eager():
-    batches = _batches(4)
-    model, opt = _mlp(4, momentum=0.9)
+    batches = _batches(3)
+    model, opt = _mlp(4, momentum=0.0)
     with flow.lazy(enabled=False):
         eager = _train(model, opt, batches)
-    model, opt = _mlp(4, momentum=0.9)
+    model, opt = _mlp(4, momentum=0.0)
     old = gc.get_threshold()
     gc.set_threshold(5, 1, 1)
     try:
