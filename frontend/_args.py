@@ -145,4 +145,11 @@ def to_args(args: tuple, dtype: Any, device: Any) -> tuple[Any, Any]:
                                f"({', '.join(_TARGETS)}; e.g. 'cuda:0') nor a dtype "
                                f"({', '.join(d.name for d in _dtypes.ALL_DTYPES)})",
                                cls=TypeError) from None  # fmt: skip
+    if dtype is not None:
+        try:
+            dtype = _dtypes.as_dtype(dtype)
+        except TypeError:
+            raise op_error("to", f"dtype= {describe(dtype)} is not a dtype (expected one of: "
+                           f"{', '.join(d.name for d in _dtypes.ALL_DTYPES)})",
+                           cls=TypeError) from None  # fmt: skip
     return dtype, device

@@ -351,6 +351,7 @@ def count_nonzero(input, dim=None) -> Tensor:
 def norm(input, p=2, dim=None, keepdim: bool = False) -> Tensor:
     """Vector p-norm (p = 1, 2, inf, -inf, or any positive number) over `dim`."""
     x = _abs(_as_tensor(input))
+    dims_arg("norm", dim, x.ndim)
     if not x.dtype.is_floating_point:
         x = to(x, _dtypes.DEFAULT_FLOAT)
     if p == float("inf"):
@@ -406,10 +407,12 @@ def argmin(input, dim=None, keepdim: bool = False) -> Tensor:
 
 def max_dim(input, dim: int, keepdim: bool = False) -> ValuesIndices:
     """`max(input, dim)`: the maxima along `dim` and their (first) indices."""
+    normalize_dim("max", dim, _as_tensor(input).ndim)  # named as called
     return ValuesIndices(amax(input, dim, keepdim), argmax(input, dim, keepdim))
 
 
 def min_dim(input, dim: int, keepdim: bool = False) -> ValuesIndices:
+    normalize_dim("min", dim, _as_tensor(input).ndim)
     return ValuesIndices(amin(input, dim, keepdim), argmin(input, dim, keepdim))
 
 

@@ -21,6 +21,12 @@ def test_to_names_both_readings_of_a_bad_argument(arg):
         X.to(arg)
 
 
+def test_to_dtype_keyword():
+    with pytest.raises(TypeError, match=r"to: dtype= str 'tpu' is not a dtype \(expected one of: "
+                                        r"bool, .*float64\)"):  # fmt: skip
+        X.to(dtype="tpu")
+
+
 def test_to_still_takes_devices_dtypes_and_tensors():
     assert X.to("cpu", flow.float64).dtype is flow.float64
     assert X.to(flow.ones(1, dtype=flow.int32)).dtype is flow.int32
@@ -40,6 +46,7 @@ def test_to_still_takes_devices_dtypes_and_tensors():
         (lambda d: (X > 0).all(d), "all"),
         (lambda d: (X > 0).any(d), "any"),
         (lambda d: X.squeeze(d), "squeeze"),
+        (lambda d: flow.norm(X, dim=d), "norm"),
     ],
 )
 @pytest.mark.parametrize("dim, shown", [(1.5, "float 1.5"), ([0, 1.0], "list [0, 1.0]"),
@@ -53,6 +60,10 @@ def test_reduction_dims_must_be_ints(call, op, dim, shown):
 def test_single_dim_ops_and_valid_dims():
     with pytest.raises(TypeError, match=r"argmax: dim must be an int, got float 1.5"):
         X.argmax(1.5)
+    with pytest.raises(TypeError, match=r"^max: dim must be an int, got float 1.5"):
+        flow.max(X, 1.5)
+    with pytest.raises(TypeError, match=r"^min: dim must be an int, got tuple \(0, 1\)"):
+        X.min((0, 1))
     with pytest.raises(IndexError, match=r"sum: dim 2 is out of range for a tensor of rank 2"):
         X.sum(2)
     v = np.arange(6.0, dtype=np.float32).reshape(2, 3)
