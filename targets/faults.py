@@ -223,6 +223,13 @@ def known_names(names: Iterable[str]) -> None:
         _name_crc(n)
 
 
+# The calls flow's frontend watches (a peer's name is read off the board as a checksum).
+known_names(("init", "barrier", "all_reduce", "reduce_scatter", "all_gather", "all_to_all",
+             "broadcast", "create_group", "recv", "send", "all_gather (shard shapes)",
+             "all_gather (random tensor digests)", "register_group", "register_mesh",
+             "send (delivery at exit)"))  # fmt: skip
+
+
 class Call:
     """A call in progress: ``count`` is its number among this rank's calls on ``group``
     (0 for point-to-point calls, which peers do not count). A plain class: one is made for
