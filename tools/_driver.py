@@ -8,6 +8,7 @@ for one with `--traceback`.
 from __future__ import annotations
 
 import os
+import struct
 import sys
 from collections.abc import Callable
 
@@ -44,20 +45,16 @@ def fail(message: str):
 
 def parse_module_file(path: str):
     """Parse and verify a flow IR file ('-' for stdin); errors carry file:line:col."""
-    from xdsl.parser import Parser
-
-    from flow.dialect import make_context
+    from flow.dialect.parsing import parse_module
 
     if path == "-":
-        text, name = sys.stdin.read(), "<stdin>"
+        data, name = sys.stdin.buffer.read(), "<stdin>"
     else:
         if not os.path.exists(path):
             fail(f"no such file: {path}")
-        with open(path) as f:
-            text, name = f.read(), path
-    module = Parser(make_context(), text, name).parse_module()
-    module.verify()
-    return module
+        with open(path, "rb") as f:
+            data, name = f.read(), path
+    return parse_module(data, name)
 
 
 def run_reporting_errors(
@@ -86,7 +83,15 @@ def run_reporting_errors(
         _report(format_parse_error(err), traceback)
         return 1
     except DiagnosticException as err:
+        from flow.dialect.parsing import LocatedVerifyException
+
+        if isinstance(err, LocatedVerifyException):  # already `file:line:col: error: ...`
+            _report("\n".join([str(err), *notes()]), traceback)
+            return 1
         _report(format_diagnostic(err, where(), notes()), traceback)
+        return 1
+    except RESOURCE_ERRORS as err:  # bad input that exhausted a limit, not a bug
+        _report("\n".join([f"{where()}: error: {_resource_message(err)}", *notes()]), traceback)
         return 1
     except (ToolError, ValueError, OSError, *expected) as err:
         _report("\n".join([f"{prog}: error: {err}", *notes()]), traceback)
@@ -107,6 +112,18 @@ def run_target_tool(prog: str, body: Callable[[], None], traceback: bool) -> int
     return run_reporting_errors(
         prog, body, where=lambda: prog, traceback=traceback, expected=expected
     )
+
+
+RESOURCE_ERRORS = (RecursionError, MemoryError, OverflowError, struct.error)
+"""Errors that malformed input (deep nesting, huge or out-of-range values) can cause anywhere."""
+
+
+def _resource_message(err: BaseException) -> str:
+    if isinstance(err, RecursionError):
+        return "input nested too deeply to process"
+    if isinstance(err, MemoryError):
+        return "input too large to process (out of memory)"
+    return f"value out of range: {err}"
 
 
 def _report(message: str, traceback: bool) -> None:

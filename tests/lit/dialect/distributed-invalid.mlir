@@ -3,7 +3,7 @@
 // RUN: flow-opt %s --split-input-file --verify-diagnostics | FileCheck %s
 // Without the flag the first error is reported MLIR-style and flow-opt exits 1.
 // RUN: not flow-opt %s --split-input-file 2>&1 | FileCheck %s --check-prefix=ERR
-// ERR: distributed-invalid.mlir: error: 'flow.boxing' op expected a change of distribution, got tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>> on both sides
+// ERR: distributed-invalid.mlir:[[# @LINE + 6]]:3: error: 'flow.boxing' op expected a change of distribution, got tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>> on both sides
 // ERR-NOT: Traceback
 
 // CHECK: 'flow.boxing' op expected a change of distribution, got tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(0)]>>> on both sides

@@ -3,7 +3,7 @@
 // RUN: flow-opt %s --split-input-file --verify-diagnostics --parsing-diagnostics | FileCheck %s
 // Without those flags the first error is reported MLIR-style and flow-opt exits 1.
 // RUN: not flow-opt %s 2>&1 | FileCheck %s --check-prefix=ERR
-// ERR: invalid.mlir: error: placement device type must not be empty
+// ERR: invalid.mlir:[[# @LINE + 4]]:32: error: placement device type must not be empty
 // ERR-NOT: Traceback
 
 // CHECK: placement device type must not be empty

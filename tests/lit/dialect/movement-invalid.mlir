@@ -3,7 +3,7 @@
 // RUN: flow-opt %s --split-input-file --verify-diagnostics | FileCheck %s
 // Without the flag the first error is reported MLIR-style and flow-opt exits 1.
 // RUN: not flow-opt %s 2>&1 | FileCheck %s --check-prefix=ERR
-// ERR: movement-invalid.mlir: error: 'flow.slice' op dim 0 reads indices 1 to 7 (start 1, stride 2, size 4) outside [0, 6) of tensor<6x5xf32>
+// ERR: movement-invalid.mlir:[[# @LINE + 5]]:3: error: 'flow.slice' op dim 0 reads indices 1 to 7 (start 1, stride 2, size 4) outside [0, 6) of tensor<6x5xf32>
 // ERR-NOT: Traceback
 
 // CHECK: 'flow.slice' op dim 0 reads indices 1 to 7 (start 1, stride 2, size 4) outside [0, 6) of tensor<6x5xf32>
