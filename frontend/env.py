@@ -118,21 +118,22 @@ def _abort_on_uncaught(
     abort(1, text)
 
 
-def _attach_board(world: Any) -> None:
+def _attach_board(world: Any) -> str | None:
     """Join the run's record of arrivals and endings (flow.targets.faults): the launcher's
-    (``FLOW_RUN_DIR``), or, under a plain ``mpiexec``, one that rank 0 makes for the run."""
+    (``FLOW_RUN_DIR``), or, under a plain ``mpiexec``, one that rank 0 makes for the run
+    (returned: rank 0 removes it once every rank has mapped it)."""
     from flow.targets import faults
 
     run_dir = os.environ.get(faults.RUN_DIR_ENV)
+    made = None
     if not run_dir:
-        made = None
         if world.rank == 0:
             made = tempfile.mkdtemp(prefix="flow-run-")
             faults.Board.create(made, world.size)
-            atexit.register(shutil.rmtree, made, True)
         run_dir = world.bcast(made, root=0)
     faults.attach(run_dir, world.rank, world.size)
     atexit.register(faults.finished)  # before MPI's finalisation: no more collectives
+    return made
 
 
 def _init() -> None:
@@ -141,7 +142,7 @@ def _init() -> None:
     MPI: Any = _mpi()
     world = MPI.COMM_WORLD
     _rank, _world_size = world.rank, world.size
-    _attach_board(world)
+    made = _attach_board(world)
     from flow.targets import faults
 
     with faults.watch("init", faults.group(faults.WORLD, range(_world_size))):
@@ -149,6 +150,8 @@ def _init() -> None:
         _local_rank = node.rank
         _node_size = world.allreduce(1 if node.rank == 0 else 0)
     node.Free()
+    if made:  # every rank has mapped the board: the mapping outlives the file
+        shutil.rmtree(made, ignore_errors=True)
     from flow.targets.runtime import set_local_rank
 
     set_local_rank(_local_rank)  # ranks of a node spread over its GPUs
