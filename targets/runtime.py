@@ -542,6 +542,15 @@ class _Mapping:
         self._keep = (device, mapped)  # a tuple frees its items last to first: buffer first
 
 
+def _typed(arr: np.ndarray, view: rt.HalBufferView) -> np.ndarray:
+    """`arr` as its buffer view's element type: IREE hands bf16 back as raw 2-byte voids."""
+    if arr.dtype.kind != "V":
+        return arr
+    import ml_dtypes  # noqa: F401  (numpy knows the name "bfloat16" once it is imported)
+
+    return arr.view(np.dtype(rt.HalElementType.map_to_dtype(view.element_type)))
+
+
 def _map_results(
     values: tuple[Any, ...], space: str, resident: list[np.ndarray], device: rt.HalDevice
 ) -> tuple[np.ndarray, ...]:
@@ -556,6 +565,8 @@ def _map_results(
     out: list[np.ndarray] = []
     for value in values:
         arr = np.asarray(value)
+        if isinstance(value, rt.DeviceArray):
+            arr = _typed(arr, value._buffer_view)
         if not isinstance(value, rt.DeviceArray) or arr.nbytes == 0:
             out.append(arr)
             continue
@@ -568,7 +579,8 @@ def _map_results(
             continue
         taken.insert(i, span)
         if arr.dtype == np.dtype(rt.HalElementType.map_to_dtype(value._buffer_view.element_type)):
-            arr = np.asarray(_Mapping(interface, arr, device))  # else a converted copy (bool)
+            # else a converted copy (bool)
+            arr = _typed(np.asarray(_Mapping(interface, arr, device)), value._buffer_view)
             _remember(arr, space, value._buffer_view)
         out.append(arr)
     return tuple(out)

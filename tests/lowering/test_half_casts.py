@@ -176,7 +176,8 @@ def test_cross_compiled_cpu_is_bit_exact(text, arch):
 
 
 def test_jit_casts_match_eager():
-    """flow.jit's own fused code (casts chained with arithmetic) equals eager bit for bit.
+    """flow.jit's own fused code (casts chained with arithmetic) equals eager bit for bit,
+    and a bf16 result comes back as a bf16 tensor.
     (No subnormals into the multiply: IREE's CPU runtime flushes them, FTZ/DAZ.)"""
     x32 = SOURCES[0][1]
     x32 = x32[np.isfinite(x32) & ((np.abs(x32) >= 2**-126) | (x32 == 0))]
@@ -186,13 +187,13 @@ def test_jit_casts_match_eager():
     def f(a, b, c):
         bf, f16 = flow.bfloat16, flow.float16
         return (a.to(bf).to(flow.float32) * 2, b.to(bf).to(flow.float64),
-                b.to(f16).to(flow.float32), c.to(bf).to(flow.float32))  # fmt: skip
+                b.to(f16).to(flow.float32), c.to(bf).to(flow.float32), b.to(bf))  # fmt: skip
 
     args = [flow.tensor(x) for x in (x32, x64, n)]
     with np.errstate(all="ignore"):
         want = [t.numpy() for t in f(*args)]
     got = [t.numpy() for t in flow.jit(f)(*args)]
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.dtype == w.dtype
         np.testing.assert_array_equal(g.view(f"u{g.itemsize}"), w.view(f"u{w.itemsize}"))
 
