@@ -238,17 +238,21 @@ def _remove_stale_temps(parent: str, base: str) -> None:
         return
     for name in names:
         parts = name[len(prefix) : -len(".tmp")].split(".")
-        path = os.path.join(parent, name)
-        if len(parts) == 2 and parts[0].isdigit():
+        path, stale = os.path.join(parent, name), False
+        if len(parts) == 2 and parts[0].isdigit() and _is_hex(parts[1], 8):
             stale = not _pid_alive(int(parts[0]))
-        elif len(parts) == 1 and len(parts[0]) == 16:
+        elif len(parts) == 1 and _is_hex(parts[0], 16):
             with contextlib.suppress(OSError):
                 stale = time.time() - os.stat(path).st_mtime > 3600
         else:
-            continue
+            continue  # another file, or the temp of another target whose name extends this one
         if stale:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+
+
+def _is_hex(text: str, digits: int) -> bool:
+    return len(text) == digits and all(c in "0123456789abcdef" for c in text)
 
 
 def _pid_alive(pid: int) -> bool:

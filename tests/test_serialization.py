@@ -636,10 +636,15 @@ def test_a_killed_save_leaves_a_temp_that_the_next_save_removes(tmp_path):
     assert len(temps) == 1 and f".{proc.pid}." in temps[0], temps
     assert (tmp_path / temps[0]).stat().st_size >= 512 * 1024 * 4
     assert load(path) == {"step": 1}  # the kill left the previous checkpoint intact
-    live = tmp_path / f".ckpt.{os.getpid()}.0a0b0c0d.tmp"  # a writer that is still running
-    live.write_bytes(b"partial")
+    keep = [f".ckpt.{os.getpid()}.0a0b0c0d.tmp",  # a writer that is still running
+            f".ckpt.1.{proc.pid}.0a0b0c0d.tmp",  # a dead writer of another file, ckpt.1
+            ".ckpt.0123456789abcdef.tmp"]  # of older flow (no pid), recent  # fmt: skip
+    old = tmp_path / ".ckpt.fedcba9876543210.tmp"  # of older flow, two hours old
+    for name in [*keep, old.name]:
+        (tmp_path / name).write_bytes(b"partial")
+    os.utime(old, (old.stat().st_atime - 7200, old.stat().st_mtime - 7200))
     save({"step": 2}, path)
-    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", live.name])
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", *keep])
     assert load(path) == {"step": 2}
 
 
