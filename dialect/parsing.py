@@ -36,7 +36,7 @@ from xdsl.utils.mlir_lexer import MLIRLexer, MLIRTokenKind
 from .attrs import verify_dist_fits
 
 MAX_DENSE_ELEMENTS = 1 << 20
-"""Most elements a `dense<...>` literal in IR text may have (a splat is expanded in memory)."""
+"""Most elements a splat `dense<v>` in IR text may have (xDSL expands it in memory)."""
 
 MAX_TENSOR_BYTES = (1 << 63) - 1
 """A tensor's size in bytes must fit in int64, as IREE computes it."""
@@ -78,6 +78,7 @@ class FlowParser(Parser):
         super().__init__(ctx, "", name)
         self._parser_state = ParserState(FlowLexer(Input(text, name)))
         self.op_spans: dict[Operation, Span] = {}
+        self._dense_start = 0
 
     def parse_optional_operation(self) -> Operation | None:
         start = self._current_token.span
@@ -146,17 +147,28 @@ class FlowParser(Parser):
                 self._raise_at(start, str(err))
         return ty
 
+    def parse_dense_int_or_fp_elements_attr(self, type):
+        self._dense_start = self._current_token.span.start
+        if type is not None:  # the type comes first: bound the elements before reading them
+            self._check_dense_count(type, self._dense_start, written=0)
+        return super().parse_dense_int_or_fp_elements_attr(type)
+
     def _parse_dense_literal_type(self):
         start = self._current_token.span.start
         ty = super()._parse_dense_literal_type()
+        self._check_dense_count(ty, start, written=start - self._dense_start)
+        return ty
+
+    def _check_dense_count(self, ty, start: int, written: int) -> None:
+        """A literal may hold as many elements as its text spells out; a splat (one value
+        expanded to every element in memory) at most `MAX_DENSE_ELEMENTS`."""
         count = math.prod(ty.get_shape())
-        if count > MAX_DENSE_ELEMENTS:
+        if count > max(MAX_DENSE_ELEMENTS, written):
             self._raise_at(
                 start,
                 f"dense literal of {count} elements exceeds the limit of {MAX_DENSE_ELEMENTS} "
-                "elements in IR text; write a splat constant as `flow.full`",
+                "elements for a splat in IR text; write a splat constant as `flow.full`",
             )
-        return ty
 
     def _raise_at(self, start: int, msg: str):
         """A semantic error (the text parses, its meaning is wrong) at `start`."""

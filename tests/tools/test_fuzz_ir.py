@@ -94,3 +94,23 @@ def test_fuzz_ir(corpus):
     assert not failures, "\n".join(failures[:5])
     # The mutations reach every stage, not only the parser.
     assert counts["clean"] > 0 and counts["accepted"] > 0
+
+
+def test_dense_bound_is_on_splats_only(monkeypatch):
+    """A splat may not expand past the limit; a literal that spells out its elements may."""
+    from flow.dialect import parsing
+
+    monkeypatch.setattr(parsing, "MAX_DENSE_ELEMENTS", 16)
+
+    def module(literal: str) -> bytes:
+        return (
+            f"func.func @f() -> tensor<64xf32> {{\n  %0 = flow.constant {literal} : tensor<64xf32>"
+            "\n  return %0 : tensor<64xf32>\n}\n"
+        ).encode()
+
+    spelled = ", ".join(str(float(i)) for i in range(64))
+    parsed = parsing.parse_module(module(f"dense<[{spelled}]>"))
+    assert "dense<[0.000000e+00, 1.000000e+00" in str(parsed)
+    for splat in ("dense<1.0>", 'dense<"0x0000803F">'):
+        with pytest.raises(parsing.LocatedVerifyException, match="limit of 16 elements for a"):
+            parsing.parse_module(module(splat))

@@ -15,7 +15,7 @@ func.func @f() attributes {a = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa
 // -----
 
 // A splat of 1e8 elements: xDSL expanded it to 1e8 Python floats (8 GB, 35 s).
-// CHECK: malformed-invalid.mlir:[[# @LINE + 2]]:35: error: dense literal of 100000000 elements exceeds the limit of 1048576 elements in IR text; write a splat constant as `flow.full`
+// CHECK: malformed-invalid.mlir:[[# @LINE + 2]]:35: error: dense literal of 100000000 elements exceeds the limit of 1048576 elements for a splat in IR text; write a splat constant as `flow.full`
 func.func @f() -> tensor<100000000xf32> {
   %0 = flow.constant dense<1.0> : tensor<100000000xf32>
   return %0 : tensor<100000000xf32>
