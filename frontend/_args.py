@@ -153,3 +153,18 @@ def to_args(args: tuple, dtype: Any, device: Any) -> tuple[Any, Any]:
                            f"{', '.join(d.name for d in _dtypes.ALL_DTYPES)})",
                            cls=TypeError) from None  # fmt: skip
     return dtype, device
+
+
+def cuda_device(index: Any) -> Any:
+    """`Tensor.cuda(index)`'s device: None (the default cuda device), an int index, or a
+    cuda device ('cuda:1' or a `flow.device`)."""
+    from ._device import device as device_cls
+
+    if index is None:
+        return "cuda"
+    if is_int(index) and index >= 0:
+        return f"cuda:{int(index)}"
+    if isinstance(index, (str, device_cls)) and str(index).split(":")[0] == "cuda":
+        return index
+    raise op_error("cuda", f"device must be an index >= 0 or a cuda device such as 'cuda:1', "
+                           f"got {describe(index)}", cls=TypeError)  # fmt: skip

@@ -146,7 +146,9 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None) -> Tensor:
-        return self.to("cuda" if device is None else f"cuda:{int(device)}")
+        from ._args import cuda_device
+
+        return self.to(cuda_device(device))
 
     # ------------------------------------------------------------------ autograd
     @property
@@ -283,6 +285,11 @@ class Tensor:
         return Tensor._eager(np.asarray(self._data, order="C"))
 
     def type_as(self, other: Tensor) -> Tensor:
+        if not isinstance(other, Tensor):
+            from ._args import describe
+            from ._primitives import op_error
+
+            raise op_error("type_as", f"expected a tensor, got {describe(other)}", cls=TypeError)
         return self.to(other.dtype)
 
     # ------------------------------------------------------------------ in-place updates

@@ -125,3 +125,20 @@ def test_int64_extremes_and_big_floats_still_work():
 def test_data_no_dtype_holds(data, cls, match):
     with pytest.raises(cls, match=match):
         flow.tensor(data)
+
+
+@pytest.mark.parametrize("index, shown", [("tpu", "str 'tpu'"), (1.5, "float 1.5"), (-1, "int -1")])
+def test_cuda_index(index, shown):
+    with pytest.raises(TypeError, match=rf"cuda: device must be an index >= 0 or a cuda device "
+                                        rf"such as 'cuda:1', got {shown}"):  # fmt: skip
+        X.cuda(index)
+
+
+def test_cuda_device_forms_and_type_as():
+    from flow._args import cuda_device
+
+    got = [cuda_device(None), cuda_device(1), cuda_device("cuda:2")]
+    assert got == ["cuda", "cuda:1", "cuda:2"]
+    with pytest.raises(TypeError, match=r"type_as: expected a tensor, got int 3"):
+        X.type_as(3)
+    assert X.type_as(flow.ones(1, dtype=flow.int8)).dtype is flow.int8
