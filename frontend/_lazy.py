@@ -13,8 +13,8 @@ and returns a tensor holding that node. Autograd records over such tensors uncha
 write (`x[i] = v`) into an array that pending work reads, and two bounds below. One flush computes, in
 one program: the requested values; every pending tensor still referenced from outside
 autograd's graph (a variable, a parameter, optimizer state, a `.grad`; counted with
-`sys.getrefcount` less the references autograd nodes hold, since nodes and their outputs
-form cycles that only the cyclic collector frees); and the tensors a not yet run
+`sys.getrefcount` less the references autograd nodes hold as inputs; a node holds its
+output weakly, so a step leaves no cycle for the collector); and the tensors a not yet run
 `backward()` will read (inputs and outputs of autograd nodes not freed, reachable from
 those). After a flush nothing that user code can still read is pending, so graphs do
 not grow across steps — except the `.grad` of a parameter whose optimizer update the
