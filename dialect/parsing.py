@@ -38,6 +38,9 @@ from .attrs import verify_dist_fits
 MAX_DENSE_ELEMENTS = 1 << 20
 """Most elements a splat `dense<v>` in IR text may have (xDSL expands it in memory)."""
 
+MAX_INTEGER_WIDTH = (1 << 24) - 1
+"""Widest integer type MLIR (so IREE) can parse."""
+
 MAX_TENSOR_BYTES = (1 << 63) - 1
 """A tensor's size in bytes must fit in int64, as IREE computes it."""
 
@@ -103,11 +106,15 @@ class FlowParser(Parser):
     def parse_optional_type(self):
         start = self._current_token.span.start
         try:
-            return super().parse_optional_type()
+            ty = super().parse_optional_type()
         except LocatedVerifyException:
             raise
         except DiagnosticException as err:
             self._raise_at(start, str(err))
+        if isinstance(ty, IntegerType) and ty.width.data > MAX_INTEGER_WIDTH:
+            msg = f"integer bitwidth {ty.width.data} exceeds MLIR's limit of {MAX_INTEGER_WIDTH}"
+            self._raise_at(start, msg)
+        return ty
 
     def parse_optional_attribute(self):
         start = self._current_token.span.start

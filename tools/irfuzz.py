@@ -119,7 +119,8 @@ _TYPES = [b"i1", b"i32", b"f32", b"index", b"none", b"tensor<f32>", b"tensor<?xf
           b"tensor<0xf32>", b"tensor<4xi64>", b"tensor<2x3xf16>", b"tensor<tensor<f32>>",
           b"memref<4xf32>", b"vector<4xf32>", b"complex<f32>", b"tensor<4xcomplex<f32>>",
           b"(f32) -> f32", b"!flow.nope", b"tensor<4x!flow.nope>", b"tuple<f32>",
-          b"tensor<8x4xf32, #flow.sbp<[B]>>", b"tensor<4xf32, 3 : i32>"]  # fmt: skip
+          b"tensor<8x4xf32, #flow.sbp<[B]>>", b"tensor<4xf32, 3 : i32>", b"i99999999", b"i65",
+          b"si8", b"ui32", b"f8E4M3FN", b"bf16", b"f64", b"i0"]  # fmt: skip
 _TYPE = re.compile(rb"(?:tensor|memref|vector)<[^<>]*(?:<[^<>]*>[^<>]*)*>|\b[if]\d+\b|\bindex\b")
 
 
@@ -131,6 +132,16 @@ def _retype(rng: random.Random, data: bytes, _: list[bytes]) -> bytes:
     return data[:a] + rng.choice(_TYPES) + data[b:]
 
 
+def _replace_all(rng: random.Random, data: bytes, _: list[bytes]) -> bytes:
+    """One number or type changed everywhere it occurs, so the input stays consistent."""
+    found = sorted({m.group() for pattern in (_NUMBER, _TYPE) for m in pattern.finditer(data)})
+    if not found:
+        return _flip(rng, data, _)
+    old = rng.choice(found)
+    new = rng.choice(_BIG if _NUMBER.fullmatch(old) else _TYPES)
+    return data.replace(old, new)
+
+
 def _move_line(rng: random.Random, data: bytes, corpus: list[bytes]) -> bytes:
     """A line of this or another input inserted elsewhere: uses before definitions, stray ops."""
     lines = data.split(b"\n")
@@ -140,7 +151,7 @@ def _move_line(rng: random.Random, data: bytes, corpus: list[bytes]) -> bytes:
 
 
 MUTATORS = (_flip, _delete, _duplicate, _swap, _truncate, _number, _splice, _nest, _retype,
-            _move_line)  # fmt: skip
+            _replace_all, _move_line)  # fmt: skip
 
 
 def make_case(corpus: list[bytes], seed: int, index: int) -> bytes:

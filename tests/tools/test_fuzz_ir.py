@@ -46,6 +46,7 @@ KNOWN_BAD = [
     b"func.func @f() attributes {a = " + b"[" * 20000 + b"} {\n  return\n}",
     b"func.func @f(%a: tensor<4xf32>) {\n  %0 = flow.add %a, %a : i32\n  return\n}",
     b"func.func @f() {\n  \xff\n}",
+    b"func.func @f(%a: tensor<4xi99999999>) {\n  return\n}",
 ]
 """The malformed inputs of issue 13 (and ones the fuzzer found): each a located diagnostic."""
 

@@ -94,3 +94,9 @@ func.func @f() {
 // RUN:   | not flow-opt 2>&1 | FileCheck %s --check-prefix=UTF8
 // UTF8: stdin:2:3: error: invalid UTF-8 byte 0xff
 // UTF8-NOT: Traceback
+
+// An integer type wider than MLIR's limit was accepted and rejected by IREE's parser.
+// RUN: %python -c "print('func.func @f(%%a: tensor<4xi99999999>) {\n  return\n}')" \
+// RUN:   | not flow-opt 2>&1 | FileCheck %s --check-prefix=WIDTH
+// WIDTH: stdin:1:27: error: integer bitwidth 99999999 exceeds MLIR's limit of 16777215
+// WIDTH-NOT: Traceback
