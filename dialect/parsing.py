@@ -41,6 +41,9 @@ MAX_DENSE_ELEMENTS = 1 << 20
 MAX_INTEGER_WIDTH = (1 << 24) - 1
 """Widest integer type MLIR (so IREE) can parse."""
 
+MAX_ELEMENT_INT_WIDTH = 64
+"""Widest integer element of a tensor (numpy's and the lowering's constants stop there)."""
+
 MAX_TENSOR_BYTES = (1 << 63) - 1
 """A tensor's size in bytes must fit in int64, as IREE computes it."""
 
@@ -141,6 +144,13 @@ class FlowParser(Parser):
                 start,
                 f"tensor element type must be an integer, index, float or complex type, "
                 f"got {ty.element_type}",
+            )
+        element = ty.element_type
+        if isinstance(element, IntegerType) and element.width.data > MAX_ELEMENT_INT_WIDTH:
+            self._raise_at(
+                start,
+                f"tensor element type {element} is wider than {MAX_ELEMENT_INT_WIDTH} bits: "
+                f"flow computes on integers of 1 to {MAX_ELEMENT_INT_WIDTH} bits",
             )
         if isinstance(ty, TensorType):
             size = _byte_size(ty)

@@ -47,6 +47,9 @@ KNOWN_BAD = [
     b"func.func @f(%a: tensor<4xf32>) {\n  %0 = flow.add %a, %a : i32\n  return\n}",
     b"func.func @f() {\n  \xff\n}",
     b"func.func @f(%a: tensor<4xi99999999>) {\n  return\n}",
+    b"func.func @f(%x: tensor<2x3xi1048577>) -> tensor<3xi1048577> {\n"
+    b"  %0 = flow.reduce max %x, dims = [0] : tensor<2x3xi1048577> -> tensor<3xi1048577>\n"
+    b"  return %0 : tensor<3xi1048577>\n}",
 ]
 """The malformed inputs of issue 13 (and ones the fuzzer found): each a located diagnostic."""
 

@@ -100,3 +100,13 @@ func.func @f() {
 // RUN:   | not flow-opt 2>&1 | FileCheck %s --check-prefix=WIDTH
 // WIDTH: stdin:1:27: error: integer bitwidth 99999999 exceeds MLIR's limit of 16777215
 // WIDTH-NOT: Traceback
+
+// -----
+
+// Found by the IR fuzzer: a reduction on i1048577 made its identity constant, which xDSL
+// cannot print (a ValueError in the lowering).
+// CHECK: malformed-invalid.mlir:[[# @LINE + 1]]:25: error: tensor element type i1048577 is wider than 64 bits: flow computes on integers of 1 to 64 bits
+func.func @f(%x: tensor<2x3xi1048577>) -> tensor<3xi1048577> {
+  %0 = flow.reduce max %x, dims = [0] : tensor<2x3xi1048577> -> tensor<3xi1048577>
+  return %0 : tensor<3xi1048577>
+}
