@@ -186,7 +186,9 @@ def _int_division_body(op: Operation, args: Sequence[SSAValue]) -> Scalar:
     x / 0 and x % 0 are 0, INT_MIN / -1 wraps to INT_MIN and INT_MIN % -1 is 0 (numpy; a
     bare `divsi` raises SIGFPE on x86 or returns garbage). Those lanes divide by 1 instead
     (giving x / 1 == INT_MIN and x % 1 == 0 for the overflow lane), and the quotient of a
-    zero divisor is then replaced by 0.
+    zero divisor is then replaced by 0. The remainder is x - (x / y) * y: MLIR's SPIR-V
+    lowering of `remsi` gets the sign wrong for an INT_MIN dividend (Vulkan), and LLVM folds
+    this form back into one `srem` on CPUs.
     """
     x, y = args[0], args[1]
     el = x.type
@@ -205,9 +207,9 @@ def _int_division_body(op: Operation, args: Sequence[SSAValue]) -> Scalar:
                                          emit(cmpi(y, minus_one, "eq"))), (i1,)))  # fmt: skip
     unsafe = emit(build(arith.OrIOp, (by_zero, overflow), (i1,)))
     safe = emit(build(arith.SelectOp, (unsafe, one, y), (el,)))
-    if isinstance(op, flow.RemOp):
-        return ops, emit(binary(arith.RemSIOp, x, safe))
     quotient = emit(binary(arith.DivSIOp, x, safe))
+    if isinstance(op, flow.RemOp):
+        return ops, emit(binary(arith.SubiOp, x, emit(binary(arith.MuliOp, quotient, safe))))
     return ops, emit(build(arith.SelectOp, (by_zero, zero, quotient), (el,)))
 
 

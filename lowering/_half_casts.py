@@ -154,6 +154,17 @@ def bf16_from_f64(b: _Body, x: SSAValue) -> SSAValue:
     return _bits_to_bf16(b, b.select(small, subnormal, normal))
 
 
+def _leading_zeros(b: _Body, x: SSAValue) -> SSAValue:
+    """`math.ctlz`, for an i64 from its two 32-bit halves (SPIR-V has no 64-bit ctlz)."""
+    if x.type != i64:
+        return b.op(math.CountLeadingZerosOp, x)
+    hi = b.op(arith.TruncIOp, b.bin(arith.ShRUIOp, x, 32), ty=i32)
+    lo = b.op(arith.TruncIOp, x, ty=i32)
+    lz_hi = b.op(arith.ExtUIOp, b.op(math.CountLeadingZerosOp, hi), ty=i64)
+    lz_lo = b.bin(arith.AddiOp, b.op(arith.ExtUIOp, b.op(math.CountLeadingZerosOp, lo), ty=i64), 32)
+    return b.select(b.cmpi(_EQ, hi, b.c(0, i32)), lz_lo, lz_hi)
+
+
 def bf16_from_int(b: _Body, x: SSAValue, unsigned: bool) -> SSAValue:
     """Round the integer `x` (an i1 is 0/1) to nearest even bf16 in one step, from its
     magnitude shifted so that its leading one is the top bit (32-bit arithmetic up to int32,
@@ -167,7 +178,7 @@ def bf16_from_int(b: _Body, x: SSAValue, unsigned: bool) -> SSAValue:
     zero = b.c(0, ty)
     neg = b.cmpi(_SLT, x, zero)
     mag = b.select(neg, b.op(arith.SubiOp, zero, x), x)  # INT_MIN: 2**(W-1), unsigned
-    lz = b.op(math.CountLeadingZerosOp, mag)
+    lz = _leading_zeros(b, mag)
     norm = b.op(arith.ShLIOp, mag, b.bin(arith.MinSIOp, lz, width - 1))
     dropped = width - 8  # the implicit one and 7 mantissa bits are kept
     q = b.bin(arith.ShRUIOp, norm, dropped)
