@@ -567,8 +567,11 @@ def _map_results(
         arr = np.asarray(value)
         if isinstance(value, rt.DeviceArray):
             arr = _typed(arr, value._buffer_view)
-        if not isinstance(value, rt.DeviceArray) or arr.nbytes == 0:
+        if not isinstance(value, rt.DeviceArray):
             out.append(arr)
+            continue
+        if arr.nbytes == 0:  # nothing to map: an array of our own, holding no IREE buffer
+            out.append(np.empty(arr.shape, arr.dtype))
             continue
         interface = arr.__array_interface__
         start = interface["data"][0]

@@ -58,6 +58,10 @@ print("many", all(np.allclose(r.numpy(), np.tanh(X * k) + k, atol=1e-5)
                   for k, r in zip(range(1, 4), RESULTS)))
 # 1 MiB: memory IREE unmaps when its device goes, so reading it after would crash
 BIG = flow.jit(lambda x: x * 2.0)(flow.tensor(np.ones((512, 512), np.float32)))
+# empty results, called twice (a zero-size result once mapped a buffer that outlived its device)
+EMPTY = flow.jit(lambda a: a[:0] * 2)
+EMPTIES = [EMPTY(flow.tensor(np.arange(6, dtype=np.int32))) for _ in range(2)]
+print("empty", [tuple(e.shape) for e in EMPTIES] == [(0,), (0,)])
 KEEP["pairs"] = [(OUT, WANT), (RESULTS[-1].numpy(), np.tanh(X * 3) + 3), (BIG.numpy(), 2.0)]
 KEEP["call"] = lambda: JMLP(*ARGS)
 """
@@ -168,6 +172,7 @@ def test_jit_script_exits_cleanly(tmp_path: Path) -> None:
     assert run.stdout.splitlines() == [
         "mlp True",
         "many True",
+        "empty True",
         "late read True",
         "late call RuntimeClosedError",
     ], run.stdout
