@@ -1,7 +1,8 @@
 """A seeded fuzzer for flow's IR front door: parse, verify, lower to IREE input, re-parse.
 
 Cases are mutations of the `.mlir` files of a corpus (the lit tests): byte flips, token
-deletions, duplications and swaps, truncation, number blow-ups, splices between files.
+deletions, duplications and swaps, truncation, number blow-ups, retyping, one number or
+type changed everywhere, moved lines, splices between files, deep nesting.
 Case `i` of seed `s` depends on `(s, i)` only, so a failing case is reproduced by its
 number. Each case runs in-process under a time bound and ends in one `Outcome`:
 
@@ -166,6 +167,7 @@ def make_case(corpus: list[bytes], seed: int, index: int) -> bytes:
 
 
 def cases(corpus: list[bytes], seed: int, start: int, count: int) -> Iterator[tuple[int, bytes]]:
+    """Cases `start` to `start + count - 1` of `seed`, with their numbers."""
     for i in range(start, start + count):
         yield i, make_case(corpus, seed, i)
 
