@@ -49,6 +49,9 @@ MAX_TENSOR_BYTES = (1 << 63) - 1
 
 _DYNAMIC = -1
 
+_VALUE_ERRORS = (ValueError, TypeError, OverflowError, struct.error)
+"""What xDSL raises for a literal it cannot represent (e.g. 2^70 as an i32)."""
+
 
 class LocatedVerifyException(VerifyException):
     """A verifier error at a source span: prints as `file:line:col: error: msg` and the line."""
@@ -92,7 +95,7 @@ class FlowParser(Parser):
             op = super().parse_optional_operation()
         except LocatedVerifyException:
             raise
-        except DiagnosticException as err:  # an op's parser checked its operand/result types
+        except (DiagnosticException, *_VALUE_ERRORS) as err:  # e.g. an op parser's type check
             raise LocatedVerifyException(start, _message(err)) from None
         if op is not None:
             self.op_spans[op] = start
@@ -112,7 +115,7 @@ class FlowParser(Parser):
             ty = super().parse_optional_type()
         except LocatedVerifyException:
             raise
-        except DiagnosticException as err:
+        except (DiagnosticException, *_VALUE_ERRORS) as err:
             self._raise_at(start, str(err))
         if isinstance(ty, IntegerType) and ty.width.data > MAX_INTEGER_WIDTH:
             msg = f"integer bitwidth {ty.width.data} exceeds MLIR's limit of {MAX_INTEGER_WIDTH}"
@@ -125,7 +128,7 @@ class FlowParser(Parser):
             return super().parse_optional_attribute()
         except LocatedVerifyException:
             raise
-        except DiagnosticException as err:
+        except (DiagnosticException, *_VALUE_ERRORS) as err:
             self._raise_at(start, str(err))
 
     def parse_shape(self):

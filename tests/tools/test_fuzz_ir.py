@@ -50,6 +50,9 @@ KNOWN_BAD = [
     b"func.func @f(%x: tensor<2x3xi1048577>) -> tensor<3xi1048577> {\n"
     b"  %0 = flow.reduce max %x, dims = [0] : tensor<2x3xi1048577> -> tensor<3xi1048577>\n"
     b"  return %0 : tensor<3xi1048577>\n}",
+    b"func.func @f() -> tensor<1xi32> {\n"
+    b"  %0 = flow.constant dense<[99999999999999999999]> : tensor<1xi32>\n"
+    b"  return %0 : tensor<1xi32>\n}",
 ]
 """The malformed inputs of issue 13 (and ones the fuzzer found): each a located diagnostic."""
 

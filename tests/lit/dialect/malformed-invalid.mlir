@@ -110,3 +110,12 @@ func.func @f(%x: tensor<2x3xi1048577>) -> tensor<3xi1048577> {
   %0 = flow.reduce max %x, dims = [0] : tensor<2x3xi1048577> -> tensor<3xi1048577>
   return %0 : tensor<3xi1048577>
 }
+
+// -----
+
+// A literal out of its type's range was a ValueError reported without a location.
+// CHECK: malformed-invalid.mlir:[[# @LINE + 2]]:22: error: Integer value 99999999999999999999 is out of range for type i32
+func.func @f() -> tensor<1xi32> {
+  %0 = flow.constant dense<[99999999999999999999]> : tensor<1xi32>
+  return %0 : tensor<1xi32>
+}
