@@ -121,3 +121,31 @@ def test_dense_bound_is_on_splats_only(monkeypatch):
     for splat in ("dense<1.0>", 'dense<"0x0000803F">'):
         with pytest.raises(parsing.LocatedVerifyException, match="limit of 16 elements for a"):
             parsing.parse_module(module(splat))
+
+
+PIPELINE = """\
+!a = tensor<4xf32, #flow.dist<#flow.placement<"cpu", [0]>, #flow.sbp<[B]>>>
+!b = tensor<4xf32, #flow.dist<#flow.placement<"cpu", [1]>, #flow.sbp<[B]>>>
+module attributes {pipeline_stages = [#flow.placement<"cpu", [0]>, #flow.placement<"cpu", [1]>]} {
+func.func @step(%x: !a) -> !a {
+  %a = flow.exp %x {micro_batch = MB : i64, pipeline_phase = "forward"} : !a
+  %b = flow.boxing %a {micro_batch = MB : i64, pipeline_phase = "forward"} : !a -> !b
+  %c = flow.neg %b {micro_batch = MB : i64, pipeline_phase = "backward"} : !b
+  %d = flow.boxing %c {micro_batch = MB : i64, pipeline_phase = "backward"} : !b -> !a
+  func.return %d : !a
+}
+}
+"""
+
+
+def test_pipeline_micro_batch_index_is_bounded():
+    """A huge micro-batch tag made flow-pipeline-schedule build a schedule of that many
+    slots (a hang, found by the IR fuzzer); now it is a pass error naming the op."""
+    assert irfuzz.run_case(PIPELINE.replace("MB", "0").encode()).kind == "accepted"
+    huge = PIPELINE.replace("MB", "9223372036854775807").encode()
+    assert irfuzz.run_case(huge).kind == "lowering"
+    from flow.dialect.parsing import parse_module
+    from flow.lowering import run_pipeline
+
+    with pytest.raises(Exception, match="is tagged micro-batch 9223372036854775807, but step has"):
+        run_pipeline(parse_module(huge), "flow-infer-sbp,flow-pipeline-schedule{rank=0}")
