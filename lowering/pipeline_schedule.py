@@ -199,7 +199,7 @@ def pipeline_schedule(module: ModuleOp, rank: int | None, schedule: str = "") ->
                 if isinstance(f, func.FuncOp) and f.body.blocks.first is not None:
                     tagged = [(t, op) for op in f.body.block.ops if (t := _tag(op)) is not None]
                     m = 1 + max((k for (_, k), _ in tagged), default=0)
-                    if m > len(tagged):  # each micro-batch has ops; m comes from the input
+                    if tagged and m > len(tagged):  # each micro-batch has ops; m is from the input
                         (_, k), op = max(tagged, key=lambda t_op: t_op[0][1])
                         raise fail(op, f"is tagged micro-batch {k}, but {f.sym_name.data} has "
                                    f"only {len(tagged)} tagged ops")  # fmt: skip
