@@ -37,9 +37,13 @@ def take_rows(x, idx):
     return x[idx]
 
 
-# A traced index: negative entries wrap (select), then one gather along the indexed dim.
+# A traced index is checked first: the position of the first index outside [-4, 4) and its value
+# are two extra results, which the caller turns into eager's IndexError. Then negative entries
+# wrap (select), then one gather along the indexed dim.
 # CHECK-LABEL: func.func @take_rows(
-# CHECK-SAME:    %[[X:x]]: tensor<4x6xf32>, %[[I:idx]]: tensor<2x3xi64>) -> tensor<2x3x6xf32>
+# CHECK-SAME:    %[[X:x]]: tensor<4x6xf32>, %[[I:idx]]: tensor<2x3xi64>) -> (tensor<2x3x6xf32>, tensor<i64>, tensor<i64>)
+# CHECK:         %[[POS:.*]] = flow.reduce min %{{.*}}, dims = [0] : tensor<6xi64> -> tensor<i64>
+# CHECK:         %[[VAL:.*]] = flow.reduce sum %{{.*}}, dims = [0] : tensor<6xi64> -> tensor<i64>
 # CHECK:         %[[NEG:.*]] = flow.compare lt, %[[I]], %{{.*}} : tensor<2x3xi64> -> tensor<2x3xi1>
 # CHECK:         %[[UP:.*]] = flow.add %[[I]], %{{.*}} : tensor<2x3xi64>
 # CHECK:         %[[W:.*]] = flow.select %[[NEG]], %[[UP]], %[[I]] : tensor<2x3xi1>, tensor<2x3xi64>
@@ -47,7 +51,7 @@ def take_rows(x, idx):
 # CHECK:         %[[B:.*]] = flow.broadcast_in_dim %[[FLAT]], dims = [0] : tensor<6xi64> -> tensor<6x6xi64>
 # CHECK:         %[[G:.*]] = flow.gather %[[X]], %[[B]], dim = 0 : tensor<4x6xf32>, tensor<6x6xi64> -> tensor<6x6xf32>
 # CHECK:         %[[R:.*]] = flow.reshape %[[G]] : tensor<6x6xf32> -> tensor<2x3x6xf32>
-# CHECK:         func.return %[[R]]
+# CHECK:         func.return %[[R]], %[[POS]], %[[VAL]]
 print(flow.jit(take_rows).lower(x, np.zeros((2, 3), np.int64)).as_text())
 
 
