@@ -44,15 +44,6 @@ def exp_vmfb() -> bytes:
     return compile_mlir(EXP, use_cache=False)
 
 
-@pytest.fixture
-def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("FLOW_CACHE_DIR", str(directory))
-    cache.clear_memory()
-    cache.reset_stats()
-    return directory
-
-
 def _slot(directory: Path, source: str) -> tuple[str, Path]:
     key = cache.cache_key(source, "cpu", flow.targets.compile_flags("cpu"))
     return key, directory / key[:2] / f"{key}.vmfb"

@@ -109,15 +109,6 @@ def cpu_module(vmfbs: dict[str, bytes]) -> targets.Module:
     return load(vmfbs["cpu"], "cpu")
 
 
-@pytest.fixture
-def fresh_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "cache"
-    monkeypatch.setenv("FLOW_CACHE_DIR", str(directory))
-    cache.clear_memory()
-    cache.reset_stats()
-    return directory
-
-
 def _cache_files(directory: Path) -> list[Path]:
     return sorted(directory.rglob("*.vmfb")) if directory.exists() else []
 
