@@ -8,6 +8,8 @@ table, and returns its goal rows (`Goal`) for `benchmarks/run_all.py`.
 from __future__ import annotations
 
 import importlib
+import os
+import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -66,11 +68,23 @@ class Goal:
         return self.ratio >= self.target
 
 
+def machine() -> str:
+    """The CPU model and core count, for every table's title: machines of one kind come with
+    different CPUs (AVX-512 or not), and a figure means little without the one it ran on."""
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+
+
 def table(title: str, rows: dict[str, float], unit: str, base: str, *,
           higher_is_better: bool) -> None:  # fmt: skip
     """Print `rows` (name -> value in `unit`) with each value's ratio to the `base` row,
     written so that a ratio above 1 means better than `base`."""
-    print(title)
+    print(f"{title} [{machine()}]")
     ref = rows[base]
     label = f"vs {base}"
     print(f"  {'':28} {unit:>12} {label:>26}")
@@ -81,6 +95,7 @@ def table(title: str, rows: dict[str, float], unit: str, base: str, *,
 
 def goals_table(goals: list[Goal]) -> None:
     """The summary: one line per goal, ratio against target."""
+    print(f"goals [{machine()}]")
     print(f"{'case':14} {'goal':52} {'ratio':>7} {'target':>7}  met")
     for g in goals:
         print(f"{g.case:14} {g.what:52} {g.ratio:7.2f} {g.target:7.2f}  {'yes' if g.met else 'NO'}")

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import iree.runtime as rt
 import numpy as np
+from _bench import machine
 
 import flow.env
 from flow.targets import collectives, compile_mlir, load
@@ -106,7 +107,8 @@ def main() -> None:
     results = timed(rows, args.iters)
     if rank == 0:
         floor = results[0][1]
-        print(f"all_reduce sum of {args.mib} MiB f32 on {size} ranks, driver {module.driver}")
+        print(f"all_reduce sum of {args.mib} MiB f32 on {size} ranks, driver {module.driver} "
+              f"[{machine()}]")
         print(f"{'':40s} {'ms':>8s} {'vs mpi4py':>10s} {'GB/s':>7s}")
         for name, sec in results:
             print(f"{name:40s} {sec * 1e3:8.1f} {sec / floor:9.2f}x {x.nbytes / sec / 1e9:7.2f}")

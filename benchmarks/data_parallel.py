@@ -16,6 +16,7 @@ import statistics
 import time
 
 import numpy as np
+from _bench import machine
 
 import flow
 import flow.nn as nn
@@ -46,7 +47,7 @@ def bench_boxing(rank: int, world: int) -> None:
     check = partial.to_global(placement, flow.sbp.broadcast).to_local().numpy()
     assert float(check[0]) == world * (world + 1) / 2
     if rank == 0:
-        print(f"boxing P->B of 64 MiB f32 on {world} ranks:")
+        print(f"boxing P->B of 64 MiB f32 on {world} ranks [{machine()}]:")
         print(f"  flow eager boxing      {t_flow * 1e3:8.1f} ms")
         print(f"  mpi4py Allreduce       {t_mpi * 1e3:8.1f} ms   (flow / mpi4py = "
               f"{t_flow / t_mpi:.2f}x)")  # fmt: skip
@@ -87,7 +88,7 @@ def bench_step(rank: int, world: int) -> None:
     xt, yt = flow.tensor(x), flow.tensor(y)
     t_single = _median(lambda: single(xt, yt), 10)
     if rank == 0:
-        print("MLP 784-1024-10 SGD step, batch 256, nn.Graph, cpu:")
+        print(f"MLP 784-1024-10 SGD step, batch 256, nn.Graph, cpu [{machine()}]:")
         print(f"  one rank, whole batch          {t_single * 1e3:8.2f} ms")
         print(f"  {world} ranks, batch split (DP)    {t_dp * 1e3:8.2f} ms   "
               f"(DP / one rank = {t_dp / t_single:.2f}x)")  # fmt: skip

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from _bench import machine
 
 FAULTS = {
     "os._exit(3)": "exit3",
@@ -30,17 +31,6 @@ FAULTS = {
     "hang (timeout 5 s)": "hang",
     "exception": "raise",
 }
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def rank_main(fault: str) -> None:
@@ -160,7 +150,7 @@ def main() -> int:
     if ns.overhead:
         overhead_main(ns.overhead)
         return 0
-    print(f"Faults in a 2-rank run ({cpu_model()}, {os.cpu_count()} cores)")
+    print(f"Faults in a 2-rank run [{machine()}]")
     print(f"  {'fault':<22} {'fault -> all gone':>18} {'exit code':>10}")
     messages = {}
     for label, fault in FAULTS.items():

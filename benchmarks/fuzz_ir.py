@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import selectors
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+from _bench import machine
 
 from flow.tools import irfuzz
 
@@ -124,7 +125,7 @@ def main() -> int:
             data = irfuzz.make_case(corpus, args.seed, i)
             print(f"--- case {i} ({kind}): {data[:400]!r}\n{results[i][1][-1500:]}\n")
     print(f"IR fuzz: {len(results)} cases, seed {args.seed}, {elapsed:.0f} s, "
-          f"{os.cpu_count()} CPUs, {jobs} worker(s)")  # fmt: skip
+          f"{jobs} worker(s) [{machine()}]")  # fmt: skip
     for kind in irfuzz.KINDS:
         print(f"  {LABELS[kind]:<46} {counts[kind]:>6}")
     times = sorted(s for _, _, s in results.values())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _bench import interleaved
+from _bench import interleaved, machine
 
 N = 4 * 2**20
 
@@ -43,6 +43,7 @@ def run(rounds: int = 7) -> None:
     fns["i32 a // b"] = lambda: div(i32, d32).numpy()
     times = interleaved(fns, rounds=rounds)
     names = list(times)
+    print(f"bf16/f16 casts vs a plain op on the same data [{machine()}]")
     print(f"{'case':24} {'ms':>8} {'x reference':>12}   ({N} elements, flow.jit on cpu)")
     for i in range(0, len(names), 2):
         ref, case = names[i], names[i + 1]

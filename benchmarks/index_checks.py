@@ -17,7 +17,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _bench import interleaved  # noqa: E402
+from _bench import interleaved, machine  # noqa: E402
 
 import flow  # noqa: E402
 import flow.nn as nn  # noqa: E402
@@ -88,6 +88,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer samples per measurement")
     rounds = 3 if parser.parse_args().quick else 7
     cases = (("embedding lookup 64x128 ids", _lookup), ("embedding + CE train step", _train))
+    print(f"index range checks: compiled with and without [{machine()}]")
     for title, run in cases:
         t = run(rounds)
         overhead = t["checked"] / t["unchecked"] - 1

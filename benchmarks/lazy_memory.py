@@ -11,6 +11,7 @@ import argparse
 import gc
 
 import numpy as np
+from _bench import machine
 
 import flow
 import flow.nn as nn
@@ -60,6 +61,7 @@ def main() -> None:
     ap.add_argument("--optimizer", choices=("sgd", "adam"), default="adam")
     ns = ap.parse_args()
     report = tuple(sorted({min(100, ns.steps), ns.steps // 2, ns.steps}))
+    print(f"flow.lazy training, {ns.optimizer}, collector off [{machine()}]")
     for step, (mb, tracked) in run(ns.steps, ns.optimizer, report).items():
         print(f"step {step:6d}: rss {mb:8.1f} MB, tracked tensors {tracked}")
 

@@ -37,6 +37,7 @@ import sys
 import time
 
 import numpy as np
+from _bench import machine
 
 import flow
 import flow.nn as nn
@@ -207,7 +208,7 @@ def report(setup: Setup, times, static, runtime) -> None:
     inside = "one rank" if world == 2 else f"{world // 2} ranks, data parallel"
     print(f"Pipeline MLP 784-{h}-{h} | {h}-{h}-{h}-10, batch {a.batch}, {m} micro-batches, SGD; "
           f"{p} stages of {inside}; {world} ranks on {cores} cores, "
-          f"{os.environ.get('FLOW_CPU_DRIVER')}")  # fmt: skip
+          f"{os.environ.get('FLOW_CPU_DRIVER')} [{machine()}]")  # fmt: skip
     print(f"  {'':46} {'GPipe':>10} {'1F1B':>10} {'1F1B/GPipe':>11}")
 
     def row(label: str, g: float | None, f: float | None) -> None:

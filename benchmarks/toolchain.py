@@ -25,7 +25,7 @@ import tempfile
 import time
 
 import numpy as np
-from _bench import Goal, interleaved, optional
+from _bench import Goal, interleaved, machine, optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -184,6 +184,7 @@ def bench_call_overhead() -> dict[str, float]:
 
 
 def run(ops: int = 5000) -> list[Goal]:
+    print(f"toolchain [{machine()}]")
     bench_flow_opt(ops)
     cached = bench_mlp()
     secs = bench_call_overhead()
