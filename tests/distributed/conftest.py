@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -41,6 +42,16 @@ class Run:
 
     def describe(self) -> str:
         return f"exit {self.returncode} after {self.seconds:.1f}s\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+
+    def checks_passed(self, nproc: int) -> int:
+        """The number of checks each rank reported (`rank R: N checks passed`, rank_checks.py):
+        the run exited 0, and every one of its `nproc` ranks reported the same number."""
+        assert self.returncode == 0, self.describe()
+        found = re.findall(r"rank (\d+): (\d+) checks passed", self.stdout)
+        assert sorted(int(r) for r, _ in found) == list(range(nproc)), self.describe()
+        counts = {int(n) for _, n in found}
+        assert len(counts) == 1, self.describe()
+        return counts.pop()
 
 
 def run_command(cmd: list[str], timeout: float = 60.0, env: dict[str, str] | None = None) -> Run:

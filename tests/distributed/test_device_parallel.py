@@ -6,7 +6,6 @@ adds another target (benchmarks/gpu_check.sh: cuda)."""
 from __future__ import annotations
 
 import os
-import re
 
 import pytest
 from conftest import HERE, launch
@@ -24,7 +23,4 @@ def test_parallel_training_on_a_device_placement(target):
     if target not in available():
         pytest.skip(f"no {target} device here (usable: {', '.join(available())})")
     run = launch(2, HERE / "rank_device_parallel.py", target, timeout=300)
-    assert run.returncode == 0, run.describe()
-    done = re.findall(r"rank (\d): (\d+) checks passed", run.stdout)
-    assert sorted(r for r, _ in done) == ["0", "1"], run.describe()
-    assert len({n for _, n in done}) == 1 and int(done[0][1]) > 20, run.describe()
+    assert run.checks_passed(2) > 20, run.describe()

@@ -16,10 +16,7 @@ from flow.targets import collectives, resolve_driver
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_every_collective_matches_numpy(nproc, collective_vmfb):
     run = launch(nproc, HERE / "rank_collectives.py", str(collective_vmfb(nproc)))
-    assert run.returncode == 0, run.describe()
-    counts = re.findall(r"rank (\d): (\d+) checks passed", run.stdout)
-    assert sorted(r for r, _ in counts) == [str(r) for r in range(nproc)], run.describe()
-    assert len({n for _, n in counts}) == 1 and int(counts[0][1]) > 60, run.describe()
+    assert run.checks_passed(nproc) > 60, run.describe()
 
 
 def test_all_reduce_over_rows_and_columns_of_a_2x2_mesh():

@@ -3,8 +3,6 @@ traced IR and signatures, which need no launcher (a world of one)."""
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from conftest import HERE, launch
 
@@ -14,10 +12,7 @@ from flow._global import placement, sbp
 
 def test_global_jit_on_two_ranks():
     run = launch(2, HERE / "rank_global_jit.py", timeout=90)
-    assert run.returncode == 0, run.describe()
-    done = re.findall(r"rank (\d): (\d+) checks passed", run.stdout)
-    assert sorted(r for r, _ in done) == ["0", "1"], run.describe()
-    assert len({n for _, n in done}) == 1, run.describe()
+    run.checks_passed(2)
 
 
 def _glob(value, nd):

@@ -5,8 +5,6 @@ momentum equal to single-device training."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from conftest import HERE, launch
 
@@ -14,7 +12,4 @@ from conftest import HERE, launch
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_distribution_changes_in_compiled_programs(nproc):
     run = launch(nproc, HERE / "rank_graph_parallel.py", timeout=240)
-    assert run.returncode == 0, run.describe()
-    done = re.findall(r"rank (\d): (\d+) checks passed", run.stdout)
-    assert sorted(r for r, _ in done) == [str(r) for r in range(nproc)], run.describe()
-    assert len({n for _, n in done}) == 1 and int(done[0][1]) > 40, run.describe()
+    assert run.checks_passed(nproc) > 40, run.describe()
