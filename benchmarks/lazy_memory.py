@@ -16,7 +16,7 @@ from _bench import machine
 import flow
 import flow.nn as nn
 import flow.nn.functional as F
-from flow import _lazy
+from flow.modes import lazy as _lazy
 
 
 def rss_mb() -> float:

@@ -7,30 +7,24 @@ vulkan.
 
 from __future__ import annotations
 
-from . import _math, _movement, _ops, _random, _window
-from ._autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from ._device import device
-from ._dtypes import (
-    bfloat16,
-    bool_,
-    dtype,
-    float16,
-    float32,
-    float64,
-    int8,
-    int32,
-    int64,
-)
-from ._global import placement, sbp
-from ._jit import Compiled, Lowered, jit
-from ._lazy import LazyStats, lazy, lazy_stats, lazy_sync
-from ._math import *  # noqa: F403  (each module lists its public ops in __all__)
-from ._movement import *  # noqa: F403
-from ._ops import *  # noqa: F403
-from ._random import *  # noqa: F403
-from ._serialization import CheckpointError, load, save
-from ._tensor import Size, Tensor, _install_methods
-from ._window import *  # noqa: F403
+from flow.ops import math as _math
+from flow.ops import movement as _movement
+from flow.ops import basic as _ops
+from flow.ops import random as _random
+from flow.ops import window as _window
+from flow.core.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from flow.core.device import device
+from flow.core.dtypes import bfloat16, bool_, dtype, float16, float32, float64, int8, int32, int64
+from flow.distributed.global_tensor import placement, sbp
+from flow.compile.jit import Compiled, Lowered, jit
+from flow.modes.lazy import LazyStats, lazy, lazy_stats, lazy_sync
+from flow.ops.math import *  # noqa: F403  (each module lists its public ops in __all__)
+from flow.ops.movement import *  # noqa: F403
+from flow.ops.basic import *  # noqa: F403
+from flow.ops.random import *  # noqa: F403
+from flow.serialization import CheckpointError, load, save
+from flow.core.tensor import Size, Tensor, _install_methods
+from flow.ops.window import *  # noqa: F403
 
 _install_methods()
 

@@ -1,7 +1,7 @@
-"""`flow.autograd`: reverse-mode differentiation (see `flow._autograd`)."""
+"""`flow.autograd`: reverse-mode differentiation (see `flow.core.autograd`)."""
 
 from __future__ import annotations
 
-from ._autograd import Function, FunctionCtx, backward, grad
+from flow.core.autograd import Function, FunctionCtx, backward, grad
 
 __all__ = ["Function", "FunctionCtx", "backward", "grad"]

@@ -17,9 +17,9 @@ import pytest
 import safetensors.numpy
 
 import flow
-from flow import _dtypes
-from flow import _serialization as ser
-from flow._serialization import CheckpointError, load, save
+from flow.core import dtypes as _dtypes
+from flow import serialization as ser
+from flow.serialization import CheckpointError, load, save
 
 
 def _values(dt: _dtypes.dtype, shape: tuple[int, ...], rng) -> np.ndarray:
@@ -547,7 +547,7 @@ def test_pickle_payload_is_rejected_without_running(tmp_path):
 
 
 def test_public_api():
-    assert "flow._serialization" in sys.modules
+    assert "flow.serialization" in sys.modules
     assert ser.__all__ == ["CheckpointError", "load", "save"]
     assert issubclass(CheckpointError, ValueError)
 

@@ -62,7 +62,7 @@ def _compile(args) -> int:
     if args.emit == "flow":
         return _write(args.output, str(module) + "\n")
     if args.rank is not None:
-        from flow._distributed_compile import lower_for_rank
+        from flow.compile.per_rank import lower_for_rank
 
         text, _ = lower_for_rank(module, args.rank, target.name)
     else:

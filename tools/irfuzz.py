@@ -181,7 +181,7 @@ def warm_up() -> None:
     if _iree_context is None:
         from iree.compiler import ir
 
-        import flow._distributed_compile  # noqa: F401
+        import flow.compile.per_rank  # noqa: F401
         import flow.lowering  # noqa: F401
 
         _iree_context = ir.Context()
@@ -273,7 +273,7 @@ def _lower(module) -> str:
     from flow.lowering import run_pipeline, to_iree_text
 
     if _is_global(module):
-        from flow._distributed_compile import lower_for_rank
+        from flow.compile.per_rank import lower_for_rank
 
         return lower_for_rank(module, 0, "cpu")[0]
     return to_iree_text(run_pipeline(module, "flow-to-iree-input"))

@@ -186,7 +186,7 @@ _NOT_DIFFERENTIABLE = {"and", "or", "xor", "compare", "iota", "full", "constant"
 
 
 def render() -> str:
-    from flow._primitives import PRIMITIVES
+    from flow.primitives.registry import PRIMITIVES
     from flow.lowering.lower_to_linalg import RULES
 
     lines = [

@@ -13,9 +13,9 @@ import math
 import warnings
 from numbers import Real
 
-from .. import _dtypes
-from .. import _primitives as P
-from .._ops import (
+from flow.core import dtypes as _dtypes
+from flow import primitives as P
+from flow.ops.basic import (
     _as_tensor,
     abs,
     amax,
@@ -30,10 +30,11 @@ from .._ops import (
     to,
     where,
 )
-from .._primitives import bind, op_error
-from .._random import _generator, _keep_mask
-from .._tensor import Tensor
-from .._trace import current_trace
+from flow.primitives.registry import bind
+from flow.core.errors import op_error
+from flow.ops.random import _generator, _keep_mask
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
 
 
 def _float_input(op: str, input) -> Tensor:

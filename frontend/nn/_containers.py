@@ -11,7 +11,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from .._tensor import Tensor
+from flow.core.tensor import Tensor
 from ._module import Module, Parameter
 
 

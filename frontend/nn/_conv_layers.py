@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from numbers import Integral
 
-from .._tensor import Tensor
+from flow.core.tensor import Tensor
 from . import functional as F
 from . import init
 from ._layers import _empty, _factory, _fan_in_uniform_

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .. import _device
-from .._jit import Compiled, Lowered, _flatten, _signature, _trace, _unflatten
-from .._tensor import Tensor
+from flow.core import device as _device
+from flow.compile.jit import Compiled, Lowered, _flatten, _signature, _trace, _unflatten
+from flow.core.tensor import Tensor
 from ._pipeline import check_stages
 
 
@@ -121,7 +121,7 @@ class Graph:
 
     def _lift_learning_rates(self) -> None:
         """Make every group's lr a 0-d tensor, so it is an input of the compiled step."""
-        from .._ops import tensor
+        from flow.ops.basic import tensor
 
         for opt in self._optimizers:
             for group in opt.param_groups:
@@ -206,7 +206,7 @@ def _phase(phase: str, micro_batch: int, stages: list):
     """Tag what a pipeline's trace emits with its phase and micro-batch (else nothing)."""
     import contextlib
 
-    from .._trace import current_trace
+    from flow.core.trace import current_trace
 
     trace = current_trace()
     if not stages or trace is None:
@@ -235,8 +235,8 @@ def _trace_and_compile(graph: Graph, args, target: str) -> Compiled:
 
 def _micro_batches(args: tuple, n: int) -> list[tuple]:
     """Split every tensor argument along dim 0 into `n` equal micro-batches."""
-    from .._movement import chunk
-    from .._primitives import op_error
+    from flow.ops.movement import chunk
+    from flow.core.errors import op_error
 
     leaves, tree = _flatten(list(args))
     pieces: list[list[Any]] = [[] for _ in range(n)]
@@ -256,8 +256,8 @@ def _micro_batches(args: tuple, n: int) -> list[tuple]:
 
 def _merge_outputs(outs: list):
     """Mean of scalar outputs (losses), concatenation along dim 0 of the others."""
-    from .._movement import cat, stack
-    from .._ops import mean
+    from flow.ops.movement import cat, stack
+    from flow.ops.basic import mean
 
     leaves0, tree = _flatten(outs[0])
     per = [(_flatten(o)[0]) for o in outs]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 
-from .. import _dtypes
-from .. import _ops as O
-from .._autograd import no_grad
-from .._tensor import Tensor
+from flow.core import dtypes as _dtypes
+from flow.ops import basic as O
+from flow.core.autograd import no_grad
+from flow.core.tensor import Tensor
 from . import functional as F
 from . import init
 from ._module import Module, Parameter
@@ -95,7 +95,7 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
-        from .._math import einsum
+        from flow.ops.math import einsum
 
         out = einsum("...i,oij,...j->...o", input1, self.weight, input2)
         return out if self.bias is None else out + self.bias

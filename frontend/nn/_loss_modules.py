@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from .._tensor import Tensor
+from flow.core.tensor import Tensor
 from . import functional as F
 from ._module import Module
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import warnings
 
-from .. import _dtypes
-from .. import _index_checks as checks
-from .. import _primitives as P
-from .._ops import (
+from flow.core import dtypes as _dtypes
+from flow.ops import index_checks as checks
+from flow import primitives as P
+from flow.ops.basic import (
     _as_tensor,
     _promote,
     abs,
@@ -31,8 +31,9 @@ from .._ops import (
     unsqueeze,
     where,
 )
-from .._primitives import bind, op_error
-from .._tensor import Tensor
+from flow.primitives.registry import bind
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
 from ._activations import log_softmax, logsigmoid
 
 _REDUCTIONS = ("none", "mean", "sum")

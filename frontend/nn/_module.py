@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtypes
-from .._autograd import no_grad
-from .._ops import tensor as _to_tensor
-from .._tensor import Tensor
+from flow.core import dtypes as _dtypes
+from flow.core.autograd import no_grad
+from flow.ops.basic import tensor as _to_tensor
+from flow.core.tensor import Tensor
 
 
 class Parameter(Tensor):
@@ -85,7 +85,7 @@ def _indent(text: str, spaces: int) -> str:
 
 def _parse_to(args: tuple, kwargs: dict) -> tuple[_dtypes.dtype | None, object]:
     """The dtype and the device asked for by `Module.to(...)` (None: unchanged)."""
-    from .._device import device as _device_cls
+    from flow.core.device import device as _device_cls
 
     device, dtype = kwargs.pop("device", None), kwargs.pop("dtype", None)
     kwargs.pop("non_blocking", None)
@@ -467,7 +467,7 @@ class Module:
             for t in [*self.parameters(), *self.buffers()]:
                 _cast_(t, dt)
         if device is not None:
-            from .._device import place
+            from flow.core.device import place
 
             place([*self.parameters(), *self.buffers()], device)
         return self
@@ -481,7 +481,7 @@ class Module:
         `sbp(name, tensor)` giving each one's (e.g. for tensor parallelism); a global
         tensor with `placement` or `sbp` None keeps that part of its distribution.
         """
-        from .._global import to_global_
+        from flow.distributed.global_tensor import to_global_
 
         named = [*self.named_parameters(), *self.named_buffers()]
         with no_grad():

@@ -12,8 +12,8 @@ from numbers import Integral
 
 import numpy as np
 
-from .. import _ops as O
-from .._tensor import Tensor
+from flow.ops import basic as O
+from flow.core.tensor import Tensor
 from . import functional as F
 from . import init
 from ._layers import _empty, _factory

@@ -15,9 +15,9 @@ from numbers import Integral
 
 import numpy as np
 
-from .. import _dtypes
-from .._autograd import no_grad
-from .._ops import (
+from flow.core import dtypes as _dtypes
+from flow.core.autograd import no_grad
+from flow.ops.basic import (
     _as_tensor,
     abs,
     amax,
@@ -31,8 +31,8 @@ from .._ops import (
     sum,
     to,
 )
-from .._primitives import op_error
-from .._tensor import Tensor
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
 
 
 def _float_input(op: str, input, min_ndim: int = 0, layout: str = "") -> Tensor:

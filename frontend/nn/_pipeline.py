@@ -47,7 +47,7 @@ class GraphModule:
 
     def set_stage(self, stage_id: int, placement: Any = None, *, sbp: Any = None) -> GraphModule:
         """Run the module as pipeline stage `stage_id` on `placement`."""
-        from .._global import placement as placement_cls
+        from flow.distributed.global_tensor import placement as placement_cls
 
         name = type(self._module).__name__
         if not isinstance(stage_id, int) or isinstance(stage_id, bool) or stage_id < 0:
@@ -132,8 +132,8 @@ def check_stages(graph: Any) -> list[Any]:
 def move_to_stage(stage: Stage, value: Any) -> Any:
     """A staged module's tensor argument, moved to the stage's placement if it is elsewhere
     (inside a traced graph; eager calls are left alone)."""
-    from .._global import _info, is_global
-    from .._tensor import Tensor
+    from flow.distributed.global_tensor import _info, is_global
+    from flow.core.tensor import Tensor
 
     if not isinstance(value, Tensor) or value._trace is None:
         return value
@@ -142,7 +142,7 @@ def move_to_stage(stage: Stage, value: Any) -> Any:
         here = value._trace.placement_of(value._value)
     if here == stage.placement.attr:
         return value
-    from .._global import sbp as sbp_mod
+    from flow.distributed.global_tensor import sbp as sbp_mod
 
     nd = (
         stage.sbp if stage.sbp is not None else [sbp_mod.broadcast] * len(stage.placement.hierarchy)

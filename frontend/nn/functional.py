@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .. import _window
-from .._movement import embedding, one_hot, pad
-from .._ops import matmul, t
-from .._tensor import Tensor
-from .._window import *  # noqa: F403
+from flow.ops import window as _window
+from flow.ops.movement import embedding, one_hot, pad
+from flow.ops.basic import matmul, t
+from flow.core.tensor import Tensor
+from flow.ops.window import *  # noqa: F403
 from . import _activations, _losses, _norms
 from ._activations import *  # noqa: F403  (each module lists its functions in __all__)
 from ._losses import *  # noqa: F403

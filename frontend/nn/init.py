@@ -14,12 +14,12 @@ from numbers import Real
 
 import numpy as np
 
-from .. import _dtypes
-from .._autograd import no_grad
-from .._math import erf
-from .._ops import tensor as _to_tensor
-from .._random import Generator, rand, randn
-from .._tensor import Tensor
+from flow.core import dtypes as _dtypes
+from flow.core.autograd import no_grad
+from flow.ops.math import erf
+from flow.ops.basic import tensor as _to_tensor
+from flow.ops.random import Generator, rand, randn
+from flow.core.tensor import Tensor
 
 _LINEAR_GAINS = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
                  "conv_transpose3d", "sigmoid")  # fmt: skip

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .._autograd import enable_grad, no_grad
-from .._tensor import Tensor
+from flow.core.autograd import enable_grad, no_grad
+from flow.core.tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
 

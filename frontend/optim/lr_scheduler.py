@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .._tensor import Tensor
+from flow.core.tensor import Tensor
 from ._optimizer import Optimizer
 
 __all__ = [

@@ -9,8 +9,8 @@ from gradcheck import gradcheck, jit_grads_match_eager
 
 import flow
 import flow.nn.functional as F
-from flow._primitives import bind
-from flow._window import reduce_window
+from flow.primitives.registry import bind
+from flow.ops.window import reduce_window
 
 # (conv, input shape, weight shape, keyword arguments); every case has a bias.
 CONVS = {

@@ -19,7 +19,7 @@ from xdsl.dialects import func
 from xdsl.parser import Parser
 
 import flow.env
-from flow._distributed_compile import compile_for_rank, run_for_rank
+from flow.compile.per_rank import compile_for_rank, run_for_rank
 from flow.dialect import make_context
 from flow.dialect.attrs import dist_of
 from flow.dialect.distributed import balanced_offset, balanced_split, mesh_coord

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xdsl.parser import Parser
 
-from flow._distributed_compile import communication_plan, compile_for_rank
+from flow.compile.per_rank import communication_plan, compile_for_rank
 from flow.dialect import make_context
 from flow.lowering import run_pipeline
 

@@ -7,7 +7,7 @@ import numpy as np
 from conftest import HERE, launch
 
 import flow
-from flow._global import placement, sbp
+from flow.distributed.global_tensor import placement, sbp
 
 
 def test_global_jit_on_two_ranks():

@@ -135,7 +135,7 @@ def test_cuda_index(index, shown):
 
 
 def test_cuda_device_forms_and_type_as():
-    from flow._args import cuda_device
+    from flow.core.args import cuda_device
 
     got = [cuda_device(None), cuda_device(1), cuda_device("cuda:2")]
     assert got == ["cuda", "cuda:1", "cuda:2"]

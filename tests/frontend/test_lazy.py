@@ -14,9 +14,9 @@ import pytest
 import flow
 import flow.nn as nn
 import flow.nn.functional as F
-from flow import _lazy
-from flow import _primitives as P
-from flow._primitives import bind
+from flow.modes import lazy as _lazy
+from flow import primitives as P
+from flow.primitives.registry import bind
 
 
 def _ops(rng):

@@ -104,7 +104,7 @@ def test_cast(rng, src, dst):
     if np.dtype(src).kind != "b":
         x[0] = 0
     ref = (lambda a: a != 0) if dst == np.bool_ else (lambda a: a.astype(dst))
-    _check(lambda a: a.to(flow._dtypes.as_dtype(dst)), ref, x, rtol=1e-3)
+    _check(lambda a: a.to(flow.core.dtypes.as_dtype(dst)), ref, x, rtol=1e-3)
 
 
 @pytest.mark.parametrize(

@@ -14,8 +14,8 @@ import pytest
 from checks import check
 
 import flow
-from flow import _primitives as P
-from flow._random import random_bits
+from flow import primitives as P
+from flow.ops.random import random_bits
 
 MASK = (1 << 64) - 1
 

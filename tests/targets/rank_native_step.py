@@ -12,8 +12,8 @@ import flow
 import flow.env
 import flow.nn as nn
 import flow.nn.functional as F
-from flow._distributed_compile import lower_for_rank
-from flow._global import placement, sbp
+from flow.compile.per_rank import lower_for_rank
+from flow.distributed.global_tensor import placement, sbp
 from flow.targets import compile_mlir
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()

@@ -261,7 +261,7 @@ def test_data_parallel_mlp_grads(pl):
 @pytest.mark.parametrize("pl, rank", [("[0, 1]", 1), ("[[0, 1], [2, 3]]", 2)], ids=["1d", "2d"])
 def test_mlp_grads_compile_per_rank(target, pl, rank):
     """compile_for_rank picks the native lowering for GPU targets; IREE compiles the result."""
-    from flow._distributed_compile import compile_for_rank, lower_for_rank
+    from flow.compile.per_rank import compile_for_rank, lower_for_rank
     from flow.targets import compile_mlir
 
     text = _mlp_grads(pl, 9)
@@ -274,7 +274,7 @@ def test_mlp_grads_compile_per_rank(target, pl, rank):
 
 
 def test_cpu_keeps_the_comm_calls():
-    from flow._distributed_compile import lower_for_rank
+    from flow.compile.per_rank import lower_for_rank
 
     ir, groups = lower_for_rank(tp.parse(_mlp_grads()), 0, "cpu")
     assert "comm.all_reduce" in ir and "flow.collective" not in ir

@@ -25,13 +25,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dtypes
-from . import _ops as O
-from . import _primitives as P
-from ._autograd import no_grad
-from ._primitives import bind, op_error
-from ._tensor import Tensor
-from ._trace import Trace, current_trace, user_location
+from flow.core import dtypes as _dtypes
+from flow.ops import basic as O
+from flow import primitives as P
+from flow.core.autograd import no_grad
+from flow.primitives.registry import bind
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
+from flow.core.trace import Trace, current_trace
+from flow.core.errors import user_location
 
 Report = Callable[[int, int], Exception | None]
 

@@ -180,12 +180,12 @@ def absent_results(lowered: Any, outputs: list) -> list:
 
 
 def _empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    from ._global import _empty
+    from flow.distributed.global_tensor import _empty
 
     return _empty(shape, dtype)
 
 
 def _dtype_of(el) -> np.dtype:
-    from . import _dtypes
+    from flow.core import dtypes as _dtypes
 
     return np.dtype(_dtypes.from_ir(el).np_dtype)

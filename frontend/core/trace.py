@@ -18,7 +18,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
 
-_FRONTEND_DIR = os.path.dirname(os.path.abspath(__file__))
+
 _local = threading.local()
 
 
@@ -33,34 +33,8 @@ def current_trace() -> Trace | None:
     return stack[-1] if stack else None
 
 
-def user_frame():
-    """The innermost stack frame outside flow's own frontend (the user's code)."""
-    f = sys._getframe(1)
-    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_FRONTEND_DIR):
-        f = f.f_back
-    return f
-
-
-def user_location() -> tuple[str, int, int] | None:
-    f = user_frame()
-    if f is None:
-        return None
-    return (f.f_code.co_filename, f.f_lineno, 1)
-
-
-def describe_location(loc: tuple[str, int, int] | None) -> str:
-    """`file:line: source text` for error messages."""
-    if loc is None:
-        return "<unknown location>"
-    import linecache
-
-    filename, line, _ = loc
-    text = linecache.getline(filename, line).strip()
-    return f"{filename}:{line}" + (f": {text}" if text else "")
-
-
 def _checks_on_by_default() -> bool:
-    from ._index_checks import env_enabled
+    from flow.ops.index_checks import env_enabled
 
     return env_enabled()
 

@@ -26,12 +26,25 @@ from flow.dialect.random import (
     splitmix64,
 )
 
-from . import _dtypes
-from . import _primitives as P
-from ._ops import _globalize, _promote, _shape_arg, abs, full, log, mul, reshape, sqrt, to, where
-from ._primitives import bind, op_error, primitive
-from ._tensor import Tensor
-from ._trace import current_trace
+from flow.core import dtypes as _dtypes
+from flow import primitives as P
+from flow.ops.basic import (
+    _globalize,
+    _promote,
+    _shape_arg,
+    abs,
+    full,
+    log,
+    mul,
+    reshape,
+    sqrt,
+    to,
+    where,
+)
+from flow.primitives.registry import bind, primitive
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
 
 _MASK64 = (1 << 64) - 1
 DEFAULT_SEED = 67280421310721
@@ -179,7 +192,7 @@ def _key(generator: Generator) -> Tensor:
     """The key for one random op: drawn now eagerly; an argument filled per call when traced."""
     trace = current_trace()
     if trace is None:
-        from ._global import mark_constant
+        from flow.distributed.global_tensor import mark_constant
 
         return mark_constant(Tensor._eager(generator._next_key_array().reshape(())), drawn=True)
     # Compiled functions take keys as tensor<1xi64> arguments (the runtime passes

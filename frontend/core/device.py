@@ -162,7 +162,7 @@ def propagate(args: Any, result: Any) -> None:
 def to_device(x: Any, dev: Any) -> Any:
     """`x.to(device)`: a copy of `x` on `dev` (differentiable), or `x` itself when it is there
     already; inside a traced function, `x` (the program runs where `flow.jit` compiles it)."""
-    from . import _primitives as P
+    from flow import primitives as P
 
     dev = require(as_device(dev))
     if x._trace is not None or (of(x) or CPU) == dev:

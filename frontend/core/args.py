@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtypes
-from ._primitives import op_error
+from flow.core import dtypes as _dtypes
+from flow.core.errors import op_error
 
 _INT64 = np.iinfo(np.int64)
 
@@ -128,9 +128,9 @@ def _reject(arr: np.ndarray, data: Any) -> None:
 def to_args(args: tuple, dtype: Any, device: Any) -> tuple[Any, Any]:
     """`Tensor.to(*args)`'s (dtype, device): each positional argument is a tensor (its
     dtype), a device (a `flow.device` or a string naming a device type) or a dtype."""
-    from ._device import _TARGETS
-    from ._device import device as device_cls
-    from ._tensor import Tensor
+    from flow.core.device import _TARGETS
+    from flow.core.device import device as device_cls
+    from flow.core.tensor import Tensor
 
     for a in args:
         if isinstance(a, Tensor):
@@ -158,7 +158,7 @@ def to_args(args: tuple, dtype: Any, device: Any) -> tuple[Any, Any]:
 def cuda_device(index: Any) -> Any:
     """`Tensor.cuda(index)`'s device: None (the default cuda device), an int index, or a
     cuda device ('cuda:1' or a `flow.device`)."""
-    from ._device import device as device_cls
+    from flow.core.device import device as device_cls
 
     if index is None:
         return "cuda"

@@ -22,12 +22,13 @@ import numpy as np
 from flow import dialect as fd
 from flow.dialect.window import window_output_size
 
-from . import _dtypes
-from . import _primitives as P
-from ._movement import _slice_dims, pad_
-from ._ops import _as_tensor, broadcast_to, div, full, matmul, mul, reshape, tensor
-from ._primitives import bind, op_error, primitive
-from ._tensor import Tensor
+from flow.core import dtypes as _dtypes
+from flow import primitives as P
+from flow.ops.movement import _slice_dims, pad_
+from flow.ops.basic import _as_tensor, broadcast_to, div, full, matmul, mul, reshape, tensor
+from flow.primitives.registry import bind, primitive
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
 
 # --------------------------------------------------------------------------- primitives
 
@@ -129,7 +130,7 @@ def _host_tensor(arr: np.ndarray) -> Tensor:
     captured tensor (a function argument inside `flow.jit`), so the IR stays small."""
     if arr.size <= 64:
         return bind(P.constant, array=arr)
-    from ._global import mark_constant
+    from flow.distributed.global_tensor import mark_constant
 
     return mark_constant(tensor(arr))  # the same on every rank: broadcast next to global ones
 

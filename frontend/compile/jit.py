@@ -28,10 +28,11 @@ from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.printer import Printer
 from xdsl.rewriter import Rewriter
 
-from . import _device, _dtypes
-from ._ops import tensor as _to_tensor
-from ._tensor import Tensor
-from ._trace import Trace
+from flow.core import device as _device
+from flow.core import dtypes as _dtypes
+from flow.ops.basic import tensor as _to_tensor
+from flow.core.tensor import Tensor
+from flow.core.trace import Trace
 
 # --------------------------------------------------------------------------- pytrees
 
@@ -144,7 +145,7 @@ class Lowered:
         if self.is_global:
             from flow import env
 
-            from ._distributed_compile import compile_for_rank
+            from flow.compile.per_rank import compile_for_rank
 
             # SBP inference already ran at trace time (it fixed the result distributions).
             tgt = execution_target(tgt)  # e.g. vulkan: the architecture of the local device
@@ -244,7 +245,7 @@ class Compiled:
         for index, generator in self.lowered.key_slots:  # a fresh random key per call
             inputs.insert(index, generator._next_key_array())
         if self.groups is not None:  # a rank outside some placement holds no part of those
-            from ._distributed_compile import absent_results, held_inputs
+            from flow.compile.per_rank import absent_results, held_inputs
 
             inputs = held_inputs(self.lowered, inputs)
             outputs = absent_results(self.lowered, [np.asarray(o) for o in self._fn(*inputs)])
@@ -252,7 +253,7 @@ class Compiled:
             outputs = [np.asarray(o) for o in self._fn(*inputs)]
         low = self.lowered
         if low.checks:  # before anything is written back: a failed step changes no state
-            from ._index_checks import first_error
+            from flow.ops.index_checks import first_error
 
             n_checked = len(outputs) - 2 * len(low.checks)
             values = outputs[n_checked:]
@@ -341,7 +342,7 @@ def _check_values(outputs: list, infos: list, shapes: list) -> list[np.ndarray]:
     """The index-check results of a global program as global values: SBP inference makes them
     broadcast (read locally), a partial or absent one is gathered; every rank runs the same
     program, so all of them get the same values and raise together, none waits."""
-    from ._global import global_numpy
+    from flow.distributed.global_tensor import global_numpy
 
     return [o if info is None else global_numpy(_wrap(o, info, shape))
             for o, info, shape in zip(outputs, infos, shapes)]  # fmt: skip
@@ -351,7 +352,7 @@ def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:
     """A result as a tensor: local, or global with this rank's shard `data`."""
     if info is None:
         return Tensor._eager(data)
-    from ._global import _make_global
+    from flow.distributed.global_tensor import _make_global
 
     return _make_global(data, shape, info)
 
@@ -462,7 +463,7 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
     from flow.dialect.attrs import dist_of as _dist_of
     from flow.lowering.infer_sbp import infer_sbp
 
-    from ._global import GlobalInfo
+    from flow.distributed.global_tensor import GlobalInfo
 
     placements = {info.placement: None for info in trace.arg_dists.values()}
     placements.update(trace.placements)

@@ -6,8 +6,9 @@ import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
-from . import _dtypes, _lazy
-from ._lazy import LazyValue
+from flow.core import dtypes as _dtypes
+from flow.modes import lazy as _lazy
+from flow.modes.lazy import LazyValue
 
 
 class Size(tuple):
@@ -49,7 +50,7 @@ class Tensor:
     def __new__(cls, *args, dtype=None):
         """`flow.Tensor(2, 3)`: a float32 tensor of that shape (zero-filled);
         `flow.Tensor(data)`: a float32 copy of a list, array or tensor (OneFlow/PyTorch style)."""
-        from ._ops import tensor, zeros
+        from flow.ops.basic import tensor, zeros
 
         dt = dtype or _dtypes.float32
         if not args:
@@ -119,7 +120,7 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self._shape
-        from ._ops import normalize_dim
+        from flow.ops.basic import normalize_dim
 
         return self._shape[normalize_dim("size", dim, self.ndim)]
 
@@ -134,7 +135,7 @@ class Tensor:
     def device(self):
         """The `flow.device` whose target runs this tensor's programs (see frontend/_device.py);
         the value itself is always in host memory. A global tensor's is its placement's type."""
-        from ._device import CPU, device
+        from flow.core.device import CPU, device
 
         d = getattr(self, "_device", None)
         info = getattr(self, "_dist", None)
@@ -146,7 +147,7 @@ class Tensor:
         return self.to("cpu")
 
     def cuda(self, device=None) -> Tensor:
-        from ._args import cuda_device
+        from flow.core.args import cuda_device
 
         return self.to(cuda_device(device))
 
@@ -181,7 +182,7 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the `.grad` of the leaves it depends on."""
-        from ._autograd import backward
+        from flow.core.autograd import backward
 
         backward(self, gradient, retain_graph, create_graph)
 
@@ -207,7 +208,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a numpy array; of a global tensor, the global value (a collective)."""
         if getattr(self, "_dist", None) is not None:
-            from ._global import global_numpy
+            from flow.distributed.global_tensor import global_numpy
 
             return global_numpy(self)
         if self._data is None:
@@ -286,8 +287,8 @@ class Tensor:
 
     def type_as(self, other: Tensor) -> Tensor:
         if not isinstance(other, Tensor):
-            from ._args import describe
-            from ._primitives import op_error
+            from flow.core.args import describe
+            from flow.core.errors import op_error
 
             raise op_error("type_as", f"expected a tensor, got {describe(other)}", cls=TypeError)
         return self.to(other.dtype)
@@ -298,7 +299,7 @@ class Tensor:
         if new.shape != self._shape or new.dtype is not self._dtype:
             new = new.to(self._dtype).broadcast_to(self._shape) if new.ndim <= self.ndim else new
         if tuple(new.shape) != tuple(self._shape):
-            from ._primitives import op_error
+            from flow.core.errors import op_error
 
             raise op_error(op, f"result of shape {list(new.shape)} cannot be written into a "
                                f"tensor of shape {list(self._shape)}")  # fmt: skip
@@ -338,25 +339,25 @@ class Tensor:
             try:
                 data[index] = np.asarray(v).astype(self._dtype.np_dtype, copy=False)
             except (IndexError, ValueError, TypeError) as err:
-                from ._primitives import op_error
+                from flow.core.errors import op_error
 
                 raise op_error("setitem", str(err), cls=type(err)) from None
             self._rebind(Tensor._eager(data), "setitem")
             return
-        from ._primitives import op_error
+        from flow.core.errors import op_error
 
         raise op_error("setitem", "x[index] = value inside flow.jit is not supported yet; build "
                                   "the new tensor with flow.where / masked_fill instead",
                        cls=NotImplementedError)  # fmt: skip
 
     def copy_(self, src) -> Tensor:
-        from ._ops import tensor
+        from flow.ops.basic import tensor
 
         src = src if isinstance(src, Tensor) else tensor(src)
         return self._rebind(src.to(self._dtype).broadcast_to(self._shape), "copy_")
 
     def fill_(self, value) -> Tensor:
-        from ._ops import full
+        from flow.ops.basic import full
 
         return self._rebind(full(self._shape, value, self._dtype), "fill_")
 
@@ -385,20 +386,20 @@ class Tensor:
         """The SBP of a global tensor: one `flow.sbp` entry per placement axis."""
         if not self.is_global:
             raise RuntimeError("sbp: a local tensor has no sbp; see to_global")
-        from ._global import sbp as _sbp
+        from flow.distributed.global_tensor import sbp as _sbp
 
         return tuple(_sbp.sbp(s) for s in self._dist.sbp)
 
     def to_global(self, placement=None, sbp=None) -> Tensor:
         """A global tensor: from a local one (this rank's shard, replica or addend, as `sbp`
         says) or from a global one (boxing to `sbp` and/or moving to `placement`)."""
-        from ._global import to_global
+        from flow.distributed.global_tensor import to_global
 
         return to_global(self, placement, sbp)
 
     def to_local(self) -> Tensor:
         """This rank's shard of a global tensor (a local tensor is returned as is)."""
-        from ._global import to_local
+        from flow.distributed.global_tensor import to_local
 
         return to_local(self)
 
@@ -418,7 +419,7 @@ class Tensor:
 
 def _install_methods() -> None:
     """Operators and methods, defined once in `_ops` in terms of primitives."""
-    from . import _ops as o
+    from flow.ops import basic as o
 
     def rev(fn):
         return lambda self, other: fn(other, self)
@@ -440,14 +441,17 @@ def _install_methods() -> None:
         "permute": o.permute, "t": o.t, "expand": o.expand, "broadcast_to": o.broadcast_to,
         "squeeze": o.squeeze, "unsqueeze": o.unsqueeze, "flatten": o.flatten, "to": o.to,
     }  # fmt: skip
-    from . import _math, _movement, _random, _window
+    from flow.ops import math as _math
+    from flow.ops import movement as _movement
+    from flow.ops import random as _random
+    from flow.ops import window as _window
 
     for family in (_math, _movement, _window, _random):
         methods.update(family.TENSOR_METHODS)
     for name, fn in methods.items():
         setattr(Tensor, name, fn)
 
-    from .nn import _activations as act
+    from flow.nn import _activations as act
 
     Tensor.softmax = lambda self, dim=None, dtype=None: act.softmax(self, dim, dtype=dtype)
     Tensor.log_softmax = lambda self, dim=None, dtype=None: act.log_softmax(self, dim, dtype=dtype)

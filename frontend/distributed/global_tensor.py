@@ -52,8 +52,9 @@ from flow.dialect.distributed import (
     rank_groups,
 )
 
-from . import _dtypes, env
-from ._tensor import Size, Tensor
+from flow import env
+from flow.core import dtypes as _dtypes
+from flow.core.tensor import Size, Tensor
 
 __all__ = [
     "GlobalInfo",
@@ -505,7 +506,7 @@ def to_global(t: Tensor, placement_: placement | None = None, sbp_: Any = None) 
 
     Differentiable: the gradient flows back boxed to `t`'s placement and SBP (to this
     rank's shard when `t` is local). See `_to_global`."""
-    from ._autograd import record
+    from flow.core.autograd import record
 
     out = _to_global(t, placement_, sbp_)
     if out is not t:
@@ -604,7 +605,7 @@ def _traced_to_global(
     from flow.dialect.attrs import DistAttr, SbpAttr
     from flow.dialect.distributed import RedistributeOp
 
-    from ._primitives import user_location
+    from flow.core.errors import user_location
 
     trace = t._trace
     is_glob = is_global(t) or trace.derives_from_global(t._value)
@@ -683,7 +684,7 @@ def _rank_at(pl: placement, coord: Sequence[int]) -> int:
 def to_local(t: Tensor) -> Tensor:
     """This rank's shard as a local tensor (shares memory); differentiable (the gradient
     is the shard of a global tensor with `t`'s placement and SBP)."""
-    from ._autograd import record
+    from flow.core.autograd import record
 
     if not is_global(t):
         return t
@@ -744,8 +745,8 @@ def _describe(args: Sequence[Tensor]) -> str:
 
 def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
     """Run primitive `prim` on global tensors: choose the SBP signature, box, compute shards."""
-    from ._autograd import record
-    from ._primitives import _strip_op_prefix, op_error
+    from flow.core.autograd import record
+    from flow.core.errors import strip_op_prefix, op_error
 
     glob = next((a for a in args if is_global(a)), None)
     if glob is not None and any(_is_constant(a) for a in args):
@@ -775,7 +776,7 @@ def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
         block = Block(arg_types=in_types)
         op = prim.op.make(*block.args, **ir_params)
     except VerifyException as err:
-        raise op_error(prim.name, _strip_op_prefix(str(err))) from None
+        raise op_error(prim.name, strip_op_prefix(str(err))) from None
     sig = sbp_rules.choose(op, [i.sbp for i in infos], pl.hierarchy)
     out_nd = sig.outputs[0]
     out_shape = tuple(ty.get_shape())
@@ -844,14 +845,14 @@ meets one (a loss's one-hot `iota`, a mask of ones) takes it as broadcast."""
 
 def eager_create(prim: Any, params: dict) -> Tensor:
     """An eager `full` / `iota`: global `B` inside `creating_like`, else a local constant."""
-    from ._primitives import _strip_op_prefix, op_error
+    from flow.core.errors import strip_op_prefix, op_error
 
     if creation_placement() is not None:
         return global_create(prim, params)
     try:
         ty = prim.op.infer([], **prim.to_ir(params))
     except VerifyException as err:
-        raise op_error(prim.name, _strip_op_prefix(str(err))) from None
+        raise op_error(prim.name, strip_op_prefix(str(err))) from None
     expected = _dtypes.from_ir(ty.element_type).np_dtype
     out = Tensor._eager(np.asarray(prim.impl(**params)).astype(expected, copy=False))
     _CONSTANTS[id(out)] = out

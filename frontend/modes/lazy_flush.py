@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dtypes
-from . import _lazy as L
-from ._lazy import _NO, LazyValue, _count, _eval
+from flow.core import dtypes as _dtypes
+from flow.modes import lazy as L
+from flow.modes.lazy import _NO, LazyValue, _count, _eval
 
 _CACHE_ENTRIES = 256
 
@@ -261,9 +261,9 @@ def _compile(order, leaves, roots, dynamic):
 
     from flow.targets import DEFAULT_TARGET
 
-    from . import _primitives as P
-    from ._jit import Lowered
-    from ._trace import Trace
+    from flow import primitives as P
+    from flow.compile.jit import Lowered
+    from flow.core.trace import Trace
 
     trace = Trace("lazy")
     vals: dict[int, object] = {}

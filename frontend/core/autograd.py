@@ -122,8 +122,8 @@ def _accumulate(grads: dict, t, ct) -> None:
 
 def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool, wanted=None):
     """Propagate `cts` from `roots`; returns {id(tensor): (tensor, grad)} of leaves (or `wanted`)."""
-    from ._global import creating_like, grad_to_leaf
-    from ._primitives import op_error
+    from flow.distributed.global_tensor import creating_like, grad_to_leaf
+    from flow.core.errors import op_error
 
     grads: dict[int, tuple] = {}
     for r, ct in zip(roots, cts):
@@ -173,9 +173,9 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
 
 
 def _initial_cts(outputs: Sequence, grad_outputs) -> list:
-    from ._global import creating_like
-    from ._ops import ones_like, tensor
-    from ._primitives import op_error
+    from flow.distributed.global_tensor import creating_like
+    from flow.ops.basic import ones_like, tensor
+    from flow.core.errors import op_error
 
     cts = []
     for i, out in enumerate(outputs):
@@ -220,7 +220,7 @@ def _backward_phase():
     schedule orders forward and backward micro-batches, lowering/pipeline_schedule.py)."""
     import contextlib
 
-    from ._trace import current_trace
+    from flow.core.trace import current_trace
 
     trace = current_trace()
     if trace is None or "pipeline_phase" not in trace.tags:
@@ -233,7 +233,7 @@ def _backward_phase():
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
          create_graph: bool = False, allow_unused: bool = False):  # fmt: skip
     """The gradients of `outputs` with respect to `inputs`, returned (not accumulated)."""
-    from ._primitives import op_error
+    from flow.core.errors import op_error
 
     outs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     ins = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
@@ -289,7 +289,7 @@ class Function:
 
     @classmethod
     def apply(cls, *args):
-        from ._tensor import Tensor
+        from flow.core.tensor import Tensor
 
         ctx = FunctionCtx()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
@@ -303,7 +303,7 @@ class Function:
             if not isinstance(grads, (tuple, list)):
                 grads = (grads,)
             if len(grads) != len(args):
-                from ._primitives import op_error
+                from flow.core.errors import op_error
 
                 raise op_error(f"{cls.__name__}.backward", f"returned {len(grads)} gradients, "
                                f"expected one per forward input ({len(args)})",

@@ -22,14 +22,16 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 
 from flow import dialect as fd
 
-from . import _dtypes, _lazy
-from . import _index_checks as checks
-from . import _ops as O
-from . import _primitives as P
-from ._autograd import Function
-from ._primitives import bind, op_error, primitive
-from ._tensor import Tensor
-from ._trace import current_trace
+from flow.core import dtypes as _dtypes
+from flow.modes import lazy as _lazy
+from flow.ops import index_checks as checks
+from flow.ops import basic as O
+from flow import primitives as P
+from flow.core.autograd import Function
+from flow.primitives.registry import bind, primitive
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
 
 # --------------------------------------------------------------------------- primitives
 

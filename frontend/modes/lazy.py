@@ -68,9 +68,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _dtypes
-from ._autograd import is_grad_enabled, record
-from ._trace import _FRONTEND_DIR
+from flow.core import dtypes as _dtypes
+from flow.core.autograd import is_grad_enabled, record
+from flow.core.errors import FRONTEND_DIR as _FRONTEND_DIR
 
 __all__ = ["LazyStats", "lazy", "lazy_stats", "lazy_sync"]
 
@@ -157,7 +157,7 @@ class lazy(contextlib.ContextDecorator):  # noqa: N801  (used like flow.no_grad)
 def lazy_sync() -> None:
     """Compute every pending value that user code can still read (a `mark_step`)."""
     if _pending_work():
-        from ._lazy_flush import flush
+        from flow.modes.lazy_flush import flush
 
         flush([], [])
 
@@ -182,7 +182,7 @@ class LazyValue:
             if not self.args and self.prim.name in _CREATION:
                 self._set(_eval(self, ()))  # a constant: numpy, no program
             else:
-                from ._lazy_flush import flush
+                from flow.modes.lazy_flush import flush
 
                 flush([self], [tensor])
         if tensor._buf is self:  # (a flush has settled the tensors it tracks already)
@@ -273,7 +273,7 @@ _classes: list = []  # [Tensor, Size], imported on first use (_tensor imports th
 
 def _new_tensor(node: LazyValue):
     if not _classes:
-        from ._tensor import Size, Tensor
+        from flow.core.tensor import Size, Tensor
 
         _classes[:] = [Tensor, Size]
     tensor_cls, size_cls = _classes
@@ -321,7 +321,7 @@ def lazy_bind(prim, args: tuple, params: dict):
         if a._trace is not None or getattr(a, "_dist", None) is not None:
             return None
     if not args:
-        from ._global import creation_placement
+        from flow.distributed.global_tensor import creation_placement
 
         if creation_placement() is not None:
             return None
@@ -342,7 +342,7 @@ def _check_gather(x, index, *, dim) -> None:
         n = x.shape[dim]
         bad = idx[(idx < 0) | (idx >= n)]
         if bad.size:
-            from ._primitives import op_error
+            from flow.core.errors import op_error
 
             raise op_error("gather", f"index {bad.reshape(-1)[0]} is out of bounds for dim "
                            f"{dim} with size {n}", cls=IndexError)  # fmt: skip
@@ -396,12 +396,12 @@ def _node(prim, args: tuple, params: dict) -> LazyValue:
 def _infer(prim, args, params, loc) -> tuple:
     from xdsl.utils.exceptions import VerifyException
 
-    from ._primitives import _strip_op_prefix, op_error
+    from flow.core.errors import strip_op_prefix, op_error
 
     try:
         ty = prim.op.infer([a._ir_type() for a in args], **prim.to_ir(params))
     except VerifyException as err:
-        raise op_error(prim.name, _strip_op_prefix(str(err)), loc) from None
+        raise op_error(prim.name, strip_op_prefix(str(err)), loc) from None
     return tuple(ty.get_shape()), _dtypes.from_ir(ty.element_type)
 
 
@@ -451,7 +451,7 @@ def alias(t, copy: bool):
     if not copy:
         out = _new_tensor(t._buf)
         return out
-    from . import _primitives as P
+    from flow import primitives as P
 
     return _new_tensor(_node(P.cast, (t,), {"dtype": t._dtype}))
 

@@ -14,9 +14,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _dtypes
-from . import _primitives as P
-from ._ops import (
+from flow.core import dtypes as _dtypes
+from flow import primitives as P
+from flow.ops.basic import (
     _as_tensor,
     _promote,
     amax,
@@ -42,13 +42,14 @@ from ._ops import (
     unsqueeze,
     where,
 )
-from ._args import dims_arg
-from ._ops import abs as _abs
-from ._ops import exp as _exp
-from ._ops import sum as _sum
-from ._primitives import bind, op_error
-from ._tensor import Tensor
-from ._trace import current_trace
+from flow.core.args import dims_arg
+from flow.ops.basic import abs as _abs
+from flow.ops.basic import exp as _exp
+from flow.ops.basic import sum as _sum
+from flow.primitives.registry import bind
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
 
 # --------------------------------------------------------------------------- elementwise
 

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _dtypes
-from . import _primitives as P
-from ._args import array_from_data, dims_arg, normalize_dim, sizes_arg, to_args
-from ._primitives import bind, op_error
-from ._tensor import Tensor
+from flow.core import dtypes as _dtypes
+from flow import primitives as P
+from flow.core.args import array_from_data, dims_arg, normalize_dim, sizes_arg, to_args
+from flow.primitives.registry import bind
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
 
 # --------------------------------------------------------------------------- creation
 
@@ -94,7 +95,7 @@ def _globalize(value: Tensor, placement, sbp) -> Tensor:
     """`value` (the same on every rank) as a global tensor when a placement or sbp is given."""
     if placement is None and sbp is None:
         return value
-    from ._global import from_global_value
+    from flow.distributed.global_tensor import from_global_value
 
     return from_global_value(value, placement, sbp)
 
@@ -143,7 +144,7 @@ def to(x: Tensor, *args, dtype=None, device=None, copy: bool = False) -> Tensor:
     A tensor's device says where the programs compiled from it run (frontend/_device.py);
     its value stays in host memory. Moving to a device that is missing here is an error.
     """
-    from ._device import to_device
+    from flow.core.device import to_device
 
     dtype, device = to_args(args, dtype, device)
     if device is not None:
@@ -205,7 +206,7 @@ def _promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
 
 
 def _global_B():
-    from ._global import sbp
+    from flow.distributed.global_tensor import sbp
 
     return sbp.broadcast
 
@@ -397,7 +398,7 @@ def max(input, dim=None, keepdim: bool = False):  # noqa: A001
         return maximum(input, dim)
     if dim is None:
         return amax(input)
-    from ._math import max_dim
+    from flow.ops.math import max_dim
 
     return max_dim(input, dim, keepdim)
 
@@ -408,7 +409,7 @@ def min(input, dim=None, keepdim: bool = False):  # noqa: A001
         return minimum(input, dim)
     if dim is None:
         return amin(input)
-    from ._math import min_dim
+    from flow.ops.math import min_dim
 
     return min_dim(input, dim, keepdim)
 

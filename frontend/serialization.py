@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 import safetensors
 
-from . import _dtypes
-from ._tensor import Tensor
+from flow.core import dtypes as _dtypes
+from flow.core.tensor import Tensor
 
 __all__ = ["CheckpointError", "load", "save"]
 

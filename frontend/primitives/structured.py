@@ -1,0 +1,172 @@
+"""Structured primitives: matmul, reductions, reshape / transpose / broadcast, constants.
+
+Each is a numpy kernel registered against its dialect op (dialect/ops.py, lowered by
+lowering/_structured.py), with its VJP rule below.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, TensorType
+
+from flow import dialect as fd
+from flow.core import dtypes as _dtypes
+from flow.primitives.elementwise import _cmp, _div, _like, _mul, _sel, and_
+from flow.primitives.registry import bind, primitive
+
+
+@primitive("matmul", fd.MatmulOp)
+def matmul(a, b):
+    return np.matmul(a, b)
+
+
+_REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
+@primitive("reduce", fd.ReduceOp)
+def reduce(x, *, kind, dims):
+    if not dims:
+        return x
+    return _REDUCE[kind].reduce(x, axis=tuple(dims), dtype=x.dtype)
+
+
+@primitive("reshape", fd.ReshapeOp)
+def reshape(x, *, shape):
+    return x.reshape(shape)
+
+
+@primitive("transpose", fd.TransposeOp)
+def transpose(x, *, permutation):
+    return np.transpose(x, permutation)
+
+
+@primitive("broadcast_in_dim", fd.BroadcastInDimOp)
+def broadcast_in_dim(x, *, dims, shape):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(dims):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+# --------------------------------------------------------------------------- creation
+
+
+@primitive(
+    "iota",
+    fd.IotaOp,
+    to_ir=lambda p: {
+        "dim": p["dim"],
+        "shape": tuple(p["shape"]),
+        "element_type": p["dtype"].ir_type,
+    },
+)
+def iota(*, dim, shape, dtype):
+    idx = np.arange(shape[dim], dtype=dtype.np_dtype)
+    view = [1] * len(shape)
+    view[dim] = shape[dim]
+    return np.broadcast_to(idx.reshape(view), shape)
+
+
+def _full_to_ir(p: dict) -> dict:
+    dt: _dtypes.dtype = p["dtype"]
+    v = p["value"]
+    if dt.is_floating_point:
+        value = FloatAttr(float(v), dt.ir_type)
+    else:
+        value = IntegerAttr(int(bool(v)) if dt is _dtypes.bool_ else int(v), dt.ir_type)
+    return {"value": value, "shape": tuple(p["shape"])}
+
+
+@primitive("full", fd.FullOp, to_ir=_full_to_ir)
+def full(*, value, shape, dtype):
+    return np.full(shape, value, dtype=dtype.np_dtype)
+
+
+def _constant_to_ir(p: dict) -> dict:
+    arr: np.ndarray = p["array"]
+    dt = _dtypes.as_dtype(arr.dtype)
+    ty = TensorType(dt.ir_type, arr.shape)
+    values = arr.reshape(-1).tolist()
+    if dt is _dtypes.bool_:
+        values = [int(v) for v in values]
+    return {"value": DenseIntOrFPElementsAttr.from_list(ty, values)}
+
+
+@primitive("constant", fd.ConstantOp, to_ir=_constant_to_ir)
+def constant(*, array):
+    return array
+
+
+# --------------------------------------------------------------------------- VJP rules
+
+
+def _swap_last(t):
+    perm = list(range(len(t.shape)))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return bind(transpose, t, permutation=tuple(perm))
+
+
+def _expand_back(ct, x, dims):
+    """Broadcast a reduction's cotangent (dims removed) back to `x`'s shape."""
+    kept = tuple(i for i in range(len(x.shape)) if i not in dims)
+    return bind(broadcast_in_dim, ct, dims=kept, shape=tuple(x.shape))
+
+
+_VJPS = {
+    matmul: lambda ct, a, b, out: (
+        bind(matmul, ct, _swap_last(b)),
+        bind(matmul, _swap_last(a), ct),
+    ),  # fmt: skip
+    reshape: lambda ct, x, out, shape: (bind(reshape, ct, shape=tuple(x.shape)),),
+}
+
+
+
+
+def _reduce_vjp(ct, x, out, *, kind, dims):
+    dims = tuple(dims)
+    if not dims:
+        return (ct,)
+    ct_b = _expand_back(ct, x, dims)
+    if kind == "sum":
+        return (ct_b,)
+    if kind in ("max", "min"):
+        hit = _sel(_cmp(x, _expand_back(out, x, dims), "eq"), _like(x, 1), _like(x, 0))
+        count = _expand_back(bind(reduce, hit, kind="sum", dims=dims), x, dims)
+        return (_div(_mul(ct_b, hit), count),)
+    # prod: d/dx_i = product of the others, exact when some x are zero
+    zero = _cmp(x, _like(x, 0), "eq")
+    nonzero = _sel(zero, _like(x, 1), x)
+    p = _expand_back(bind(reduce, nonzero, kind="prod", dims=dims), x, dims)
+    zeros = _expand_back(bind(reduce, _sel(zero, _like(x, 1), _like(x, 0)), kind="sum",
+                              dims=dims), x, dims)  # fmt: skip
+    none_zero = _cmp(zeros, _like(x, 0), "eq")
+    one_zero = _cmp(zeros, _like(x, 1), "eq")
+    g = _sel(none_zero, _div(p, nonzero), _sel(bind(and_, one_zero, zero), p, _like(x, 0)))
+    return (_mul(ct_b, g),)
+
+
+def _transpose_vjp(ct, x, out, *, permutation):
+    inverse = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inverse[p] = i
+    return (bind(transpose, ct, permutation=tuple(inverse)),)
+
+
+def _broadcast_vjp(ct, x, out, *, dims, shape):
+    summed = [d for d in range(len(shape)) if d not in dims]
+    summed += [d for i, d in enumerate(dims) if x.shape[i] == 1 and shape[d] != 1]
+    r = bind(reduce, ct, kind="sum", dims=tuple(sorted(summed))) if summed else ct
+    return (bind(reshape, r, shape=tuple(x.shape)) if tuple(r.shape) != tuple(x.shape) else r,)
+
+
+_VJPS.update({
+    reduce: _reduce_vjp,
+    transpose: _transpose_vjp,
+    broadcast_in_dim: _broadcast_vjp,
+})  # fmt: skip
+
+for _prim, _rule in _VJPS.items():
+    _prim.vjp = _rule
+
+__all__ = ["broadcast_in_dim", "constant", "full", "iota", "matmul", "reduce", "reshape", "transpose"]  # fmt: skip
