@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-import flow
-from flow.utils.data._rng import as_generator, numpy_rng
+from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
+from flow.utils.rng import as_generator, numpy_rng
 
 __all__ = [
     "Compose", "ToTensor", "Normalize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip",
@@ -50,8 +51,8 @@ class ToTensor:
     """A `(H, W, C)` or `(H, W)` image (numpy array or PIL image) as a `(C, H, W)` flow tensor;
     uint8 images are scaled to float32 in [0, 1], other dtypes keep their values."""
 
-    def __call__(self, pic: Any) -> flow.Tensor:
-        if isinstance(pic, flow.Tensor) or not (isinstance(pic, np.ndarray) or
+    def __call__(self, pic: Any) -> Tensor:
+        if isinstance(pic, Tensor) or not (isinstance(pic, np.ndarray) or
                                                 hasattr(pic, "__array_interface__")):  # fmt: skip
             raise TypeError(f"ToTensor: expected a numpy array or a PIL image, got "
                             f"{type(pic).__name__}")  # fmt: skip
@@ -63,15 +64,15 @@ class ToTensor:
             arr = arr.astype(np.uint8) * 255
         chw = np.ascontiguousarray(arr.reshape(*arr.shape[:2], -1).transpose(2, 0, 1))
         if chw.dtype == np.uint8:
-            return flow.from_numpy(chw.astype(np.float32) / 255)
-        return flow.from_numpy(chw)
+            return from_numpy(chw.astype(np.float32) / 255)
+        return from_numpy(chw)
 
     def __repr__(self) -> str:
         return "ToTensor()"
 
 
 def _as_array(img: Image, owner: str) -> np.ndarray:
-    if isinstance(img, flow.Tensor):
+    if isinstance(img, Tensor):
         return img.numpy()
     if isinstance(img, np.ndarray):
         return img
@@ -79,7 +80,7 @@ def _as_array(img: Image, owner: str) -> np.ndarray:
 
 
 def _like(result: np.ndarray, img: Image) -> Image:
-    return flow.from_numpy(np.ascontiguousarray(result)) if isinstance(img, flow.Tensor) else result
+    return from_numpy(np.ascontiguousarray(result)) if isinstance(img, Tensor) else result
 
 
 class Normalize:
@@ -93,7 +94,7 @@ class Normalize:
         arr = _as_array(img, "Normalize")
         if arr.dtype.kind != "f":
             raise TypeError(f"Normalize: expected a floating-point image, got {arr.dtype}")
-        is_tensor = isinstance(img, flow.Tensor)
+        is_tensor = isinstance(img, Tensor)
         if arr.ndim < (3 if is_tensor else 2):
             raise ValueError(f"Normalize: expected a tensor image of shape (..., C, H, W) or an "
                              f"array (H, W[, C]), got shape {list(arr.shape)}")  # fmt: skip
@@ -120,7 +121,7 @@ def _size_pair(size: int | Sequence[int], owner: str) -> tuple[int, int]:
 
 
 def _hw_axes(img: Image) -> tuple[int, int]:
-    return (-2, -1) if isinstance(img, flow.Tensor) else (0, 1)
+    return (-2, -1) if isinstance(img, Tensor) else (0, 1)
 
 
 def _pad(arr: np.ndarray, axes: tuple[int, int], ltrb: Sequence[int], fill: float = 0,

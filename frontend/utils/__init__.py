@@ -1,4 +1,5 @@
-"""Utilities around the core library: `flow.utils.data` (datasets, samplers, `DataLoader`)."""
+"""Utilities around the core library: `flow.utils.data` (datasets, samplers, `DataLoader`), and
+`flow.utils.rng`, the `generator` argument that the data pipeline and `flow.transforms` share."""
 
 from __future__ import annotations
 

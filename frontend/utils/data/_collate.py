@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-import flow
+from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
 
 _WIDER = {np.dtype(np.uint8): np.int32, np.dtype(np.int16): np.int32,
           np.dtype(np.uint16): np.int32, np.dtype(np.uint32): np.int64}  # fmt: skip
@@ -29,19 +30,19 @@ def _is_text_array(arr: np.ndarray) -> bool:
     return arr.dtype.kind in "SUO"
 
 
-def as_flow_tensor(arr: np.ndarray) -> flow.Tensor:
+def as_flow_tensor(arr: np.ndarray) -> Tensor:
     """`flow.from_numpy(arr)`, widening dtypes flow lacks (see the module docstring)."""
     wider = _WIDER.get(arr.dtype)
     if wider is not None:
         arr = arr.astype(wider)
     try:
-        return flow.from_numpy(arr)
+        return from_numpy(arr)
     except TypeError as err:
         raise TypeError(f"default_collate: numpy arrays of dtype {arr.dtype} have no flow "
                         f"tensor type ({err})") from None  # fmt: skip
 
 
-def _stack(arrays: Sequence[np.ndarray]) -> flow.Tensor:
+def _stack(arrays: Sequence[np.ndarray]) -> Tensor:
     """The arrays stacked along a new dim 0, as one tensor; shapes must agree."""
     for i, a in enumerate(arrays):
         if a.shape != arrays[0].shape:
@@ -51,19 +52,19 @@ def _stack(arrays: Sequence[np.ndarray]) -> flow.Tensor:
     return as_flow_tensor(np.stack(arrays))
 
 
-def _numbers(batch: Sequence[Any]) -> flow.Tensor:
+def _numbers(batch: Sequence[Any]) -> Tensor:
     arr = np.array(batch)
     kind = {"b": np.bool_, "i": np.int64, "f": np.float64}.get(arr.dtype.kind)
     if kind is None:
         raise TypeError(_COLLATE_ERROR.format(arr.dtype))
-    return flow.from_numpy(arr.astype(kind, copy=False))
+    return from_numpy(arr.astype(kind, copy=False))
 
 
 def default_collate(batch: Sequence[Any]) -> Any:
     """Merge a list of samples into a batch (see the module docstring for the rules)."""
     elem = batch[0]
     elem_type = type(elem)
-    if isinstance(elem, flow.Tensor):
+    if isinstance(elem, Tensor):
         return _stack([t.numpy() for t in batch])
     if isinstance(elem, np.ndarray):
         if _is_text_array(elem):
@@ -101,7 +102,7 @@ def default_collate(batch: Sequence[Any]) -> Any:
 def default_convert(data: Any) -> Any:
     """Turn the numpy arrays in one sample into flow tensors, keeping its structure; what
     a `DataLoader` with `batch_size=None` applies to each sample."""
-    if isinstance(data, flow.Tensor):
+    if isinstance(data, Tensor):
         return data
     if isinstance(data, np.ndarray):
         return data if _is_text_array(data) else as_flow_tensor(data)

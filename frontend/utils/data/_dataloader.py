@@ -6,10 +6,11 @@ from collections.abc import Callable, Iterable, Iterator
 from numbers import Integral
 from typing import Any
 
+from flow.utils.rng import as_generator, draw_seed
+
 from ._collate import default_collate, default_convert
 from ._dataset import Dataset, IterableDataset
 from ._fetch import make_fetcher
-from ._rng import as_generator, draw_seed
 from ._sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-import flow
-
-from ._rng import as_generator, numpy_rng
+from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
+from flow.utils.rng import as_generator, numpy_rng
 
 
 class Dataset:
@@ -56,7 +56,7 @@ def _dim0(t: Any) -> int:
 class TensorDataset(Dataset):
     """Samples are tuples of the tensors' rows: `dataset[i] == (t[i] for t in tensors)`."""
 
-    def __init__(self, *tensors: flow.Tensor | np.ndarray):
+    def __init__(self, *tensors: Tensor | np.ndarray):
         if not tensors:
             raise ValueError("TensorDataset: expected at least one tensor")
         sizes = [_dim0(t) for t in tensors]
@@ -75,8 +75,8 @@ class TensorDataset(Dataset):
 
 def _row(t: Any, index) -> Any:
     """`t[index]`; eager flow tensors are indexed through numpy, which is much faster."""
-    if isinstance(t, flow.Tensor) and not t.is_traced:
-        return flow.from_numpy(np.asarray(t.numpy()[index]))
+    if isinstance(t, Tensor) and not t.is_traced:
+        return from_numpy(np.asarray(t.numpy()[index]))
     return t[index]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ._rng import as_generator, numpy_rng
+from flow.utils.rng import as_generator, numpy_rng
 
 
 def _positive_int(owner: str, name: str, value: Any) -> int:

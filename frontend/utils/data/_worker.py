@@ -22,7 +22,9 @@ from typing import Any
 
 import numpy as np
 
-import flow
+from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
+from flow.ops.random import manual_seed
 
 from ._fetch import IterableFetcher, make_fetcher
 
@@ -91,11 +93,11 @@ def _picklable(obj: Any) -> bool:
         return False
 
 
-def _rebuild_tensor(arr: np.ndarray) -> flow.Tensor:
-    return flow.from_numpy(arr)
+def _rebuild_tensor(arr: np.ndarray) -> Tensor:
+    return from_numpy(arr)
 
 
-def _reduce_tensor(t: flow.Tensor):
+def _reduce_tensor(t: Tensor):
     return _rebuild_tensor, (t.numpy(),)
 
 
@@ -103,7 +105,7 @@ def dumps(obj: Any) -> bytes:
     """Pickle `obj`, with flow tensors reduced to their numpy arrays."""
     buf = io.BytesIO()
     pickler = pickle.Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL)
-    pickler.dispatch_table = copyreg.dispatch_table | {flow.Tensor: _reduce_tensor}
+    pickler.dispatch_table = copyreg.dispatch_table | {Tensor: _reduce_tensor}
     pickler.dump(obj)
     return buf.getvalue()
 
@@ -114,8 +116,7 @@ def _seed_all(base_seed: int, worker_id: int) -> int:
     seed = base_seed + worker_id
     random.seed(seed)
     np.random.seed(np.random.SeedSequence([worker_id, base_seed]).generate_state(4))
-    if hasattr(flow, "manual_seed"):
-        flow.manual_seed(seed)
+    manual_seed(seed)
     return seed
 
 

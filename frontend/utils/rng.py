@@ -1,4 +1,4 @@
-"""Where the data pipeline's random numbers come from.
+"""Where the data pipeline's random numbers come from (`flow.utils.data` and `flow.transforms`).
 
 Samplers, `random_split`, worker seeds and random transforms all accept the
 same `generator` argument: a `numpy.random.Generator` (used as is), an int
@@ -18,16 +18,12 @@ from typing import Any
 
 import numpy as np
 
-import flow
+from flow.ops import random as random_ops
 
 SEED_BOUND = 1 << 63
 """Seeds drawn here lie in [0, 2**63)."""
 
 _derived: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _flow_generator_type() -> type | None:
-    return getattr(flow, "Generator", None)
 
 
 def as_generator(generator: Any, owner: str) -> Any:
@@ -36,8 +32,7 @@ def as_generator(generator: Any, owner: str) -> Any:
         return generator
     if isinstance(generator, Integral) and not isinstance(generator, bool):
         return np.random.default_rng(int(generator))
-    flow_gen = _flow_generator_type()
-    if flow_gen is not None and isinstance(generator, flow_gen):
+    if isinstance(generator, random_ops.Generator):
         return generator
     raise TypeError(
         f"{owner}: expected generator to be None, an int seed, a numpy.random.Generator "
@@ -57,7 +52,7 @@ def _derive(generator: Any) -> np.random.Generator:
         cached = None
     if cached is not None and cached[0] == _state(generator):
         return cached[1]
-    seed = int(flow.randint(0, SEED_BOUND - 1, (1,), generator=generator).item())
+    seed = int(random_ops.randint(0, SEED_BOUND - 1, (1,), generator=generator).item())
     rng = np.random.default_rng(seed)
     try:
         _derived[generator] = (_state(generator), rng)
@@ -70,11 +65,7 @@ def numpy_rng(generator: Any) -> np.random.Generator:
     """The numpy generator to draw from for `generator` (already passed through `as_generator`)."""
     if isinstance(generator, np.random.Generator):
         return generator
-    if generator is None:
-        generator = getattr(flow, "default_generator", None)
-        if generator is None:  # no flow RNG: follow numpy's global one
-            return np.random.default_rng(np.random.randint(SEED_BOUND, dtype=np.int64))
-    return _derive(generator)
+    return _derive(random_ops.default_generator if generator is None else generator)
 
 
 def draw_seed(generator: Any) -> int:
