@@ -31,6 +31,7 @@ import safetensors
 
 from flow.core import dtypes as _dtypes
 from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
 
 __all__ = ["CheckpointError", "load", "save"]
 
@@ -373,7 +374,7 @@ class _Decoder:
             raise self.fail(path, f"numpy scalar {name!r} is not 0-d")
         if (tag, name) not in self.used:
             value = arr[()] if tag == "npscalar" else arr
-            self.used[tag, name] = Tensor._eager(value) if tag == "tensor" else value
+            self.used[tag, name] = from_numpy(value) if tag == "tensor" else value
         return self.used[tag, name]
 
 
@@ -456,4 +457,4 @@ def _foreign_tensor(file: str, name: str, arr: np.ndarray) -> Tensor:
             f"{file}: tensor {name!r} has dtype {arr.dtype}, which flow tensors do not "
             f"support (supported: {', '.join(d.name for d in _dtypes.ALL_DTYPES)})"
         )
-    return Tensor._eager(arr)
+    return from_numpy(arr)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from flow.core import dtypes as _dtypes
-from flow.ops.basic import maximum, sqrt, zeros, zeros_like
 from flow.core.tensor import Tensor
+from flow.ops.basic import maximum, sqrt, zeros, zeros_like
+
 from ._optimizer import Optimizer, ParamsT
 
 __all__ = ["Adam", "AdamW"]

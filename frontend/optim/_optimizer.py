@@ -18,6 +18,7 @@ import numpy as np
 
 from flow.core.autograd import enable_grad, no_grad
 from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
 
 __all__ = ["Optimizer", "required"]
 
@@ -235,7 +236,7 @@ class Optimizer:
                              f"{list(p.shape)}")  # fmt: skip
         if key != "step" and arr.dtype.kind == "f":
             arr = arr.astype(p.dtype.np_dtype)
-        return Tensor._eager(np.ascontiguousarray(arr))
+        return from_numpy(np.ascontiguousarray(arr))
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flow.core.tensor import Tensor
+
 from ._optimizer import Optimizer, ParamsT
 
 __all__ = ["SGD"]

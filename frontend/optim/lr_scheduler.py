@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from flow.core.tensor import Tensor
+
 from ._optimizer import Optimizer
 
 __all__ = [
