@@ -19,7 +19,9 @@ import functools
 from typing import Any
 
 from flow.core import device as _device
-from flow.compile.jit import Compiled, Lowered, _flatten, _signature, _trace, _unflatten
+from flow.compile.jit import Compiled, Lowered
+from flow.compile.staging import signature as _signature, stage as _trace
+from flow.core.pytree import flatten as _flatten, unflatten as _unflatten
 from flow.core.tensor import Tensor
 from ._pipeline import check_stages
 
@@ -98,7 +100,7 @@ class Graph:
             self._last_lowered = lowered
             if lowered.born:  # optimizer state made by this first step: compile the steady step
                 try:
-                    out = first._call_flat(leaves)
+                    out = first.call_flat(leaves)
                 except BaseException:  # e.g. a failed index check: no state was made, as eagerly
                     self._forget_state(lowered.born)
                     raise
@@ -106,7 +108,7 @@ class Graph:
                 self._compiled[key] = _trace_and_compile(self, args, target)
                 return out
             compiled = self._compiled[key] = first
-        out = compiled._call_flat(leaves)
+        out = compiled.call_flat(leaves)
         self._after_step()
         return out
 

@@ -1,0 +1,308 @@
+"""The stages of a compiled function: `Lowered` (traced flow IR) and `Compiled` (loaded IREE module).
+
+`Lowered.compile(target)` looks the program up in the on-disk compile cache by a key taken
+before lowering (its flow IR, the target and its flags, the sources of the lowering, the
+`FLOW_*` knobs: `front_key`), lowers and compiles it on a miss, and loads it; a global
+program compiles this rank's partition instead (compile/per_rank.py). `Compiled` runs it:
+arguments are the array leaves of the call followed by the captured tensors (random keys
+inserted where the trace drew them); results are written back into mutated tensors, made
+eager in the tensors the trace created, and wrapped as tensors (global ones as this rank's
+shards) in the structure the traced function returned.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.printer import Printer
+
+from flow.core import device as _device
+from flow.core.pytree import flatten, unflatten
+from flow.core.tensor import Tensor
+
+from .signature import describe, is_array, signature
+
+__all__ = ["Compiled", "Lowered", "front_key"]
+
+
+@dataclass
+class Lowered:
+    """A traced function in flow IR, ready to compile."""
+
+    module: ModuleOp
+    in_tree: Any
+    out_tree: Any
+    signature: tuple
+    captured: list[Tensor]
+    name: str
+    key_slots: list = field(default_factory=list)  # (argument index, Generator): random keys
+    mutated: list = field(default_factory=list)  # eager tensors written back after each call
+    born: list = field(default_factory=list)  # tensors created by the trace, made eager once
+    arg_dists: dict = field(default_factory=dict)  # argument index -> GlobalInfo (global args)
+    out_dists: list = field(default_factory=list)  # per result: GlobalInfo, or None when local
+    checks: list = field(default_factory=list)  # IndexCheck sites: two last results each
+
+    @property
+    def is_global(self) -> bool:
+        """Whether this is a global program (compiled per rank, run on shards)."""
+        return bool(self.arg_dists) or any(d is not None for d in self.out_dists)
+
+    def as_text(self, *, debug_info: bool = False) -> str:
+        """The flow IR (custom assembly format; `debug_info` adds source locations)."""
+        out = io.StringIO()
+        Printer(stream=out, print_debuginfo=debug_info).print_op(self.module)
+        return out.getvalue() + "\n"
+
+    def compile(self, target: str | None = None) -> Compiled:
+        """Compile for `target` (default: cpu) and load the module on its device: a target
+        with no usable device here fails first, before any compile work."""
+        from flow.targets import DEFAULT_TARGET, compile_mlir, execution_target, get_target, require
+
+        tgt = get_target(target or DEFAULT_TARGET)
+        require(tgt)
+        if self.is_global:
+            from flow import env
+
+            from .per_rank import compile_for_rank
+
+            # SBP inference already ran at trace time (it fixed the result distributions).
+            tgt = execution_target(tgt)  # e.g. vulkan: the architecture of the local device
+            # comm collectives on every target: flow's runtime runs them over MPI (a device's
+            # buffers staged through host memory); it sets up no NCCL / RCCL channels
+            vmfb, groups = compile_for_rank(
+                self.module, env.get_rank(), tgt, infer_sbp=False, collectives="comm"
+            )
+            return Compiled(self, tgt.name, vmfb, groups)
+        from flow.targets import cache
+
+        tgt = execution_target(tgt)
+        key = front_key(self.module, tgt)
+        vmfb = cache.lookup(key) if key is not None else None
+        if vmfb is None:
+            from flow.lowering import run_pipeline, to_iree_text
+
+            lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
+            vmfb = compile_mlir(to_iree_text(lowered), tgt)
+            if key is not None:
+                cache.store(key, vmfb)
+        return Compiled(self, tgt.name, vmfb)
+
+
+def front_key(module: ModuleOp, target) -> str | None:
+    """The compile-cache key of a traced program before lowering: its flow IR, the target and
+    its flags, the lowering and dialect sources and the `FLOW_*` knobs. A hit skips lowering
+    (and the imports it needs), which is most of a cached compile; None when caching is off."""
+    from flow.targets import cache, compile_flags
+
+    if cache.cache_dir() is None:
+        return None
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(module)
+    knobs = sorted(f"{k}={v}" for k, v in os.environ.items()
+                   if k.startswith("FLOW_") and k not in _KNOBS_NOT_IN_KEY)  # fmt: skip
+    extra = [f"flow-sources={_sources_digest()}", *knobs]
+    return cache.cache_key(out.getvalue(), target.name, [*compile_flags(target), *extra])
+
+
+# Environment knobs that cannot change a compiled program.
+_KNOBS_NOT_IN_KEY = {"FLOW_CACHE_DIR", "FLOW_NO_CACHE", "FLOW_DUMP_IR", "FLOW_CPU_DRIVER",
+                     "FLOW_COMM_PLAN", "FLOW_COLLECTIVE_TIMEOUT"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _sources_digest() -> str:
+    """A digest of the code that turns flow IR into a module (dialect, lowering, and the
+    targets, whose checks run before IREE): each source file's path, size and modification
+    time (reading them all costs ~20 ms)."""
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    h = hashlib.sha256()
+    for package in ("flow.dialect", "flow.lowering", "flow.targets"):
+        spec = importlib.util.find_spec(package)
+        for folder in spec.submodule_search_locations or ():
+            for path in sorted(Path(folder).rglob("*.py")):
+                st = path.stat()
+                h.update(f"{path.relative_to(folder)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
+class Compiled:
+    """A compiled function: call it with tensors of the signature it was lowered for."""
+
+    def __init__(self, lowered: Lowered, target: str, vmfb: bytes, groups: list | None = None):
+        from flow.targets import load
+
+        self.lowered = lowered
+        self.target = target
+        self.device = _device.of_target(target)  # of the results; None for the cpu
+        self.vmfb = vmfb
+        self.groups = groups  # of a global program: its collectives' rank groups
+        name = lowered.module.body.block.first_op.sym_name.data
+        if groups is None:
+            self._fn = load(vmfb, target)[name]
+            if _DriverTrial.applies(self._fn):
+                self._fn = _DriverTrial(self, vmfb, name)
+        else:
+            self._fn = _load_for_rank(vmfb, groups, target)[name]
+
+    def __call__(self, *args):
+        leaves, _ = flatten(list(args))
+        sig = signature(leaves)
+        if sig != self.lowered.signature:
+            raise TypeError(
+                f"{self.lowered.name}: compiled for arguments {describe(self.lowered.signature)} "
+                f"but called with {describe(sig)}"
+            )
+        return self.call_flat(leaves)
+
+    @property
+    def entry(self):
+        """The loaded function itself: takes this program's input arrays (no captured tensors
+        added, no signature check), returns its output arrays."""
+        return self._fn
+
+    def call_flat(self, leaves: list):
+        """Run on the flattened arguments `leaves` (of this program's signature, unchecked)."""
+        inputs = [_host(x) for x in leaves if is_array(x)]
+        inputs += [_host(t) for t in self.lowered.captured]
+        for index, generator in self.lowered.key_slots:  # a fresh random key per call
+            inputs.insert(index, generator._next_key_array())
+        if self.groups is not None:  # a rank outside some placement holds no part of those
+            from .per_rank import absent_results, held_inputs
+
+            inputs = held_inputs(self.lowered, inputs)
+            outputs = absent_results(self.lowered, [np.asarray(o) for o in self._fn(*inputs)])
+        else:
+            outputs = [np.asarray(o) for o in self._fn(*inputs)]
+        low = self.lowered
+        if low.checks:  # before anything is written back: a failed step changes no state
+            from flow.ops.index_checks import first_error
+
+            n_checked = len(outputs) - 2 * len(low.checks)
+            values = outputs[n_checked:]
+            if self.groups is not None:  # the global values, on every rank (see _check_values)
+                values = _check_values(values, low.out_dists[n_checked:],
+                                       self._out_shapes()[n_checked:])  # fmt: skip
+            err = first_error(low.checks, values)
+            if err is not None:
+                raise err
+            outputs = outputs[:n_checked]
+        n_user = len(outputs) - len(low.mutated) - len(low.born)
+        for t, o in zip(low.mutated, outputs[n_user:]):
+            t._data = o  # the new value, in the buffer the runtime returned (no copy)
+        n_born = n_user + len(low.mutated)
+        for t, o, info in zip(low.born, outputs[n_born:], low.out_dists[n_born:]):
+            t._data, t._value, t._trace = o, None, None
+            if info is not None:
+                t._dist = info
+            if self.device is not None:
+                t._device = self.device
+        results = [_wrap(o, info, shape) for o, (info, shape) in
+                   zip(outputs[:n_user], zip(low.out_dists, self._out_shapes()))]  # fmt: skip
+        if self.device is not None:
+            for r in results:
+                r._device = self.device
+        return unflatten(low.out_tree, results)
+
+    def _out_shapes(self) -> list[tuple[int, ...]]:
+        shapes = self.__dict__.get("_shapes")
+        if shapes is None:  # once: reading them from the IR costs ~7 us a call
+            f = self.lowered.module.body.block.first_op
+            shapes = self._shapes = [tuple(t.get_shape()) for t in f.function_type.outputs.data]
+        return shapes
+
+
+class _DriverTrial:
+    """Runs a cpu program's first calls on `local-task` and `local-sync` in turn, then keeps
+    local-sync if it is clearly faster (by MARGIN), else local-task. Worker threads pay off on
+    big kernels (the MLP step), while a program of many small dispatches runs faster on the
+    calling thread, without waking workers for each one (the LeNet step: 2x). Results are host memory on both drivers, so parameters
+    stay resident across the switch. Skipped when `FLOW_CPU_DRIVER` names a driver."""
+
+    SAMPLES = 5  # timed calls per driver, after one untimed first call
+    MARGIN = 0.75  # local-sync must be this much faster: a burst of load must not flip a choice
+
+    @staticmethod
+    def applies(fn) -> bool:
+        return fn.module.driver == "local-task" and not os.environ.get("FLOW_CPU_DRIVER")
+
+    def __init__(self, compiled: Compiled, vmfb: bytes, name: str):
+        self._compiled, self._vmfb, self._name = compiled, vmfb, name
+        self._fns = {"local-task": compiled._fn}
+        self._times: dict[str, list[float]] = {"local-task": [], "local-sync": []}
+        self._calls = 0
+        self._best = None
+        self.module = compiled._fn.module  # the driver in use (the faster one once decided)
+
+    def __call__(self, *inputs):
+        import time
+
+        if self._best is not None:  # decided (for holders of this object)
+            return self._best(*inputs)
+        self._calls += 1
+        if self._calls == 1:
+            return self._fns["local-task"](*inputs)
+        if "local-sync" not in self._fns:
+            from flow.targets import load
+
+            self._fns["local-sync"] = load(self._vmfb, "cpu", driver="local-sync")[self._name]
+        driver = min(self._times, key=lambda d: len(self._times[d]))
+        t0 = time.perf_counter()
+        out = self._fns[driver](*inputs)
+        self._times[driver].append(time.perf_counter() - t0)
+        if all(len(ts) >= self.SAMPLES for ts in self._times.values()):
+            import statistics
+
+            task, sync = (statistics.median(self._times[d]) for d in ("local-task", "local-sync"))
+            best = "local-sync" if sync < self.MARGIN * task else "local-task"
+            self._best = self._compiled._fn = self._fns[best]
+            self.module = self._best.module
+            self._fns = {}
+        return out
+
+
+def _check_values(outputs: list, infos: list, shapes: list) -> list[np.ndarray]:
+    """The index-check results of a global program as global values: SBP inference makes them
+    broadcast (read locally), a partial or absent one is gathered; every rank runs the same
+    program, so all of them get the same values and raise together, none waits."""
+    from flow.distributed.global_tensor import global_numpy
+
+    return [o if info is None else global_numpy(_wrap(o, info, shape))
+            for o, info, shape in zip(outputs, infos, shapes)]  # fmt: skip
+
+
+def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:
+    """A result as a tensor: local, or global with this rank's shard `data`."""
+    if info is None:
+        return Tensor._eager(data)
+    from flow.distributed.global_tensor import _make_global
+
+    return _make_global(data, shape, info)
+
+
+def _load_for_rank(vmfb: bytes, groups: list, target: str):
+    """Load a rank's partition of a global program with the `comm` collectives, once."""
+    from flow import env
+    from flow.targets import load, prepare_iree_for_mpi
+
+    prepare_iree_for_mpi()
+    crowded = target == "cpu" and env.get_world_size() >= (os.cpu_count() or 1)
+    return load(vmfb, target, driver="local-sync" if crowded else None, collectives=True,
+                groups=groups)  # fmt: skip
+
+
+def _host(x) -> np.ndarray:
+    """What the compiled function takes for `x`: its value, or of a global tensor its shard."""
+    if isinstance(x, Tensor):
+        arr = x._data if getattr(x, "_dist", None) is not None else x.numpy()
+    else:
+        arr = x
+    return np.asarray(arr, order="C")  # keeps 0-d arrays 0-d
