@@ -124,7 +124,7 @@ import sys
 import numpy as np
 import flow
 import flow.env
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 RANK, WORLD = flow.env.get_rank(), flow.env.get_world_size()
 PL = placement("cpu", list(range(WORLD)))

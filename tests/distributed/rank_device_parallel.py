@@ -15,7 +15,7 @@ from rank_models import Step, mlp
 
 import flow
 import flow.env
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 DEVICE = sys.argv[1]
 rank, world = flow.env.get_rank(), flow.env.get_world_size()

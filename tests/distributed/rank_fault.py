@@ -43,7 +43,7 @@ if where in ("exit3", "sysexit0", "sigkill"):
     sys.exit(0)
 if where == "hang":
     os.environ["FLOW_COLLECTIVE_TIMEOUT"] = "3"
-    from flow.distributed.global_tensor import placement, sbp
+    from flow.distributed.placement import placement, sbp
 
     x = flow.tensor(np.ones(4, np.float32)).to_global(placement("cpu", [0, 1]), sbp.partial_sum)
     assert (x.to_global(sbp=sbp.broadcast).to_local().numpy() == 2).all()  # both take part

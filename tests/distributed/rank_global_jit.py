@@ -11,7 +11,7 @@ from rank_checks import Checks
 
 import flow
 import flow.env
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 S, B, P = sbp.split, sbp.broadcast, sbp.partial_sum

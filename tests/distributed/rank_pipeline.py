@@ -17,7 +17,7 @@ import flow
 import flow.env
 import flow.nn as nn
 import flow.nn.functional as F
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 mode = sys.argv[1] if len(sys.argv) > 1 else "tp"

@@ -11,7 +11,7 @@ import pytest
 from conftest import HERE, launch, run_command
 
 import flow
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 SCRIPT = HERE / "rank_global_eager.py"
 

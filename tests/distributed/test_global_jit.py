@@ -7,7 +7,7 @@ import numpy as np
 from conftest import HERE, launch
 
 import flow
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 
 def test_global_jit_on_two_ranks():

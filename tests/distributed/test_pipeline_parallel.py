@@ -11,7 +11,7 @@ from conftest import HERE, launch
 
 import flow
 import flow.nn as nn
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 
 
 @pytest.mark.parametrize(("nproc", "mode"), [(2, "tp"), (4, "tp"), (4, "dp")])

@@ -13,7 +13,7 @@ import flow.env
 import flow.nn as nn
 import flow.nn.functional as F
 from flow.compile.per_rank import lower_for_rank
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 from flow.targets import compile_mlir
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
