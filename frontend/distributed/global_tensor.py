@@ -73,8 +73,8 @@ __all__ = [
     "propagate_constant",
 ]
 
-# The old private names, until nn/_pipeline.py, compile/jit.py and compile/per_rank.py use
-# global_info, make_global and empty_shard.
+# The old private names, until their callers (nn/_pipeline.py, compile/) use global_info,
+# make_global and empty_shard.
 _info = global_info
 _make_global = make_global
 _empty = empty_shard
