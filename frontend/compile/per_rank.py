@@ -180,7 +180,7 @@ def absent_results(lowered: Any, outputs: list) -> list:
 
 
 def _empty(shape: Sequence[int], dtype: np.dtype) -> np.ndarray:
-    from flow.distributed.global_tensor import _empty
+    from flow.distributed.placement import empty_shard as _empty
 
     return _empty(shape, dtype)
 

@@ -283,9 +283,9 @@ def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:
     """A result as a tensor: local, or global with this rank's shard `data`."""
     if info is None:
         return Tensor._eager(data)
-    from flow.distributed.global_tensor import _make_global
+    from flow.distributed.placement import make_global
 
-    return _make_global(data, shape, info)
+    return make_global(data, shape, info)
 
 
 def _load_for_rank(vmfb: bytes, groups: list, target: str):

@@ -159,7 +159,7 @@ def globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[in
     from flow.dialect.attrs import dist_of as _dist_of
     from flow.lowering.infer_sbp import infer_sbp
 
-    from flow.distributed.global_tensor import GlobalInfo
+    from flow.distributed.placement import GlobalInfo
 
     placements = {info.placement: None for info in trace.arg_dists.values()}
     placements.update(trace.placements)

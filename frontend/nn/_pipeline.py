@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GraphModule", "Stage", "check_stages", "move_to_stage"]
+__all__ = ["GraphModule", "Stage", "check_stages", "move_to_stage", "staged_modules"]
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class GraphModule:
 
     def set_stage(self, stage_id: int, placement: Any = None, *, sbp: Any = None) -> GraphModule:
         """Run the module as pipeline stage `stage_id` on `placement`."""
-        from flow.distributed.global_tensor import placement as placement_cls
+        from flow.distributed.placement import placement as placement_cls
 
         name = type(self._module).__name__
         if not isinstance(stage_id, int) or isinstance(stage_id, bool) or stage_id < 0:
@@ -67,15 +67,11 @@ class GraphModule:
         return f"GraphModule({type(self._module).__name__}, stage={self.stage_id})"
 
 
-def staged_modules(graph: Any) -> list[tuple[str, Any, Stage]]:
-    """The graph's staged modules (attribute name, module, stage), searched through the
-    modules it holds."""
-    from ._module import Module
-
+def staged_modules(modules: list[tuple[str, Any]]) -> list[tuple[str, Any, Stage]]:
+    """The staged modules (attribute name, module, stage) among a graph's `modules` (its
+    attributes holding a Module, as (name, module)) and their submodules."""
     found = []
-    for attr, value in vars(graph).items():
-        if not isinstance(value, Module):
-            continue
+    for attr, value in modules:
         for path, m in value.named_modules():
             stage = m.__dict__.get("_stage")
             if stage is not None:
@@ -83,12 +79,12 @@ def staged_modules(graph: Any) -> list[tuple[str, Any, Stage]]:
     return found
 
 
-def check_stages(graph: Any) -> list[Any]:
-    """Validate the stages of `graph`; the stage placements in stage order ([] if none)."""
-    staged = staged_modules(graph)
+def check_stages(gname: str, modules: list[tuple[str, Any]]) -> list[Any]:
+    """Validate the stages of the graph `gname` holding `modules` (see `staged_modules`);
+    the stage placements in stage order ([] if none)."""
+    staged = staged_modules(modules)
     if not staged:
         return []
-    gname = type(graph).__name__
     by_id: dict[int, tuple[str, Any]] = {}
     for name, _, stage in staged:
         seen = by_id.get(stage.stage_id)
@@ -132,17 +128,17 @@ def check_stages(graph: Any) -> list[Any]:
 def move_to_stage(stage: Stage, value: Any) -> Any:
     """A staged module's tensor argument, moved to the stage's placement if it is elsewhere
     (inside a traced graph; eager calls are left alone)."""
-    from flow.distributed.global_tensor import _info, is_global
     from flow.core.tensor import Tensor
+    from flow.distributed.placement import global_info, is_global
 
     if not isinstance(value, Tensor) or value._trace is None:
         return value
-    here = _info(value).placement.attr if is_global(value) else None
+    here = global_info(value).placement.attr if is_global(value) else None
     if here is None:
         here = value._trace.placement_of(value._value)
     if here == stage.placement.attr:
         return value
-    from flow.distributed.global_tensor import sbp as sbp_mod
+    from flow.distributed.placement import sbp as sbp_mod
 
     nd = (
         stage.sbp if stage.sbp is not None else [sbp_mod.broadcast] * len(stage.placement.hierarchy)

@@ -1,0 +1,230 @@
+"""The engine of `nn.Graph`: what calling a graph does, on the staging path `flow.jit` uses.
+
+A call lifts every optimizer's learning rate to a 0-d tensor (an input of the step, so a
+scheduler changing it needs no recompile), then takes the call's key before tracing
+anything (`ProgramCache.lookup`, compile/staging.py). On a new key it traces one step —
+`build` on the whole batch or on each micro-batch (gradient accumulation), tagged with its
+phase and micro-batch when the graph has pipeline stages, then every optimizer's
+`step()` — and compiles it on the device decided once for that key. A first step that
+creates optimizer state returns the state as extra results: it runs once, and the steady
+step (which reads that state) is traced and compiled for the same key and device. After
+each call the learning-rate schedulers step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from flow.core.pytree import flatten, unflatten
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
+
+from .staging import ProgramCache, stage
+from .stages import Lowered
+
+__all__ = ["GraphEngine"]
+
+
+class GraphEngine:
+    """The compiled steps of one graph and the optimizers they run.
+
+    `name` names the traced function and the graph in errors. The graph hands each call
+    what it defines: `build`, its config (`gradient_accumulation_steps`,
+    `pipeline_schedule`), its target (None: the device of its tensors) and `find_stages`,
+    which returns the placements of its pipeline stages in order ([] without stages) and
+    runs whenever a step is traced."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.optimizers: list = []
+        self.schedulers: list = []
+        self.programs = ProgramCache(name)  # the compiled steps, by call key
+        self.last_lowered: Lowered | None = None
+        self.stages: list = []  # placements of the pipeline stages of the last trace
+        self.debug = False  # print each step's flow IR when it is compiled
+
+    def add_optimizer(self, optimizer, lr_sch=None) -> None:
+        self.optimizers.append(optimizer)
+        if lr_sch is not None:
+            self.schedulers.append(lr_sch)
+
+    def __call__(self, args: tuple, *, build: Callable, config: Any, target: str | None,
+                 find_stages: Callable[[], list]):  # fmt: skip
+        """Run one step on `args`, tracing and compiling it first for a new call key."""
+        self._lift_learning_rates()
+        leaves, key, compiled = self.programs.lookup(args, target)
+        if compiled is None:
+            lowered = self.lower(args, build, config, find_stages)
+            if self.debug:
+                print(lowered.as_text())
+            device_target = self.programs.device_target(key, lowered, leaves)
+            first = self.programs.compile(key, lowered, leaves, device_target,
+                                          store=not lowered.born)  # fmt: skip
+            self.last_lowered = lowered
+            if lowered.born:  # optimizer state made by this first step: compile the steady step
+                try:
+                    out = first.call_flat(leaves)
+                except BaseException:  # e.g. a failed index check: no state was made, as eagerly
+                    self._forget_state(lowered.born)
+                    raise
+                self._after_step()
+                self._compile_steady(key, args, leaves, device_target, build, config,
+                                     find_stages)  # fmt: skip
+                return out
+            compiled = first
+        out = compiled.call_flat(leaves)
+        self._after_step()
+        return out
+
+    def lower(self, args: tuple, build: Callable, config: Any,
+              find_stages: Callable[[], list]) -> Lowered:  # fmt: skip
+        """Trace one step; a pipeline's module also lists its stages and schedule."""
+        self.stages = find_stages()
+        step = functools.wraps(build)(lambda *a: self._step(build, config, *a))  # build's names
+        lowered = stage(step, self.name, args, born=self._new_state)
+        if self.stages:
+            from xdsl.dialects.builtin import ArrayAttr, StringAttr
+
+            from flow.lowering.pipeline_schedule import SCHEDULE_ATTR, STAGES_ATTR
+
+            attrs = lowered.module.attributes
+            attrs[STAGES_ATTR] = ArrayAttr([pl.attr for pl in self.stages])
+            attrs[SCHEDULE_ATTR] = StringAttr(config.pipeline_schedule)
+        return lowered
+
+    def _compile_steady(self, key: tuple, args: tuple, leaves: list, device_target: str,
+                        build: Callable, config: Any, find_stages: Callable[[], list]) -> None:  # fmt: skip
+        lowered = self.lower(args, build, config, find_stages)
+        if lowered.born:
+            raise RuntimeError(
+                f"{self.name}: optimizer state is still being created on the second step; "
+                "an optimizer must create its state on its first step"
+            )
+        if self.debug:
+            print(lowered.as_text())
+        self.last_lowered = lowered
+        self.programs.compile(key, lowered, leaves, device_target)
+
+    def _params(self) -> list[Tensor]:
+        return [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]
+
+    def _lift_learning_rates(self) -> None:
+        """Make every group's lr a 0-d tensor, so it is an input of the compiled step."""
+        from flow.ops.basic import tensor
+
+        for opt in self.optimizers:
+            for group in opt.param_groups:
+                if not isinstance(group["lr"], Tensor):
+                    group["lr"] = tensor(float(group["lr"]), dtype="float32")
+
+    def _step(self, build: Callable, config: Any, *args):
+        """What the graph traces: micro-batches of `build`, then the optimizer steps."""
+        params = self._params()
+        saved_grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        try:
+            n = config.gradient_accumulation_steps
+            if n == 1 and not self.stages:
+                out = build(*args)
+            else:
+                chunks = _micro_batches(args, n) if n > 1 else [args]
+                outs = []
+                for k, chunk in enumerate(chunks):
+                    with _phase("forward", k, self.stages):
+                        outs.append(build(*chunk))
+                with _phase("update", 0, self.stages):
+                    out = _merge_outputs(outs) if n > 1 else outs[0]
+                    for p in params:
+                        if p.grad is not None and n > 1:
+                            p.grad = p.grad / n
+            with _phase("update", 0, self.stages):
+                for opt in self.optimizers:
+                    opt.step()
+        finally:
+            for p, g in zip(params, saved_grads):
+                p.grad = g
+        return out
+
+    def _new_state(self, trace) -> list[Tensor]:
+        """Optimizer state tensors the traced step created (first-step initialization)."""
+        born = []
+        for opt in self.optimizers:
+            for state in opt.state.values():
+                for v in state.values():
+                    if (
+                        isinstance(v, Tensor)
+                        and v._trace is trace
+                        and all(v is not b for b in born)
+                    ):
+                        born.append(v)
+        return born
+
+    def _forget_state(self, born: list[Tensor]) -> None:
+        """Drop the optimizer state entries holding `born` (still traced values of a first
+        step that raised), so the next call starts from no state, as after a failed eager step."""
+        for opt in self.optimizers:
+            for p in [p for p, st in opt.state.items()
+                      if any(v is b for v in st.values() for b in born)]:  # fmt: skip
+                del opt.state[p]
+
+    def _after_step(self) -> None:
+        for sch in self.schedulers:
+            sch.step()
+
+
+def _phase(phase: str, micro_batch: int, stages: list):
+    """Tag what a pipeline's trace emits with its phase and micro-batch (else nothing)."""
+    trace = current_trace()
+    if not stages or trace is None:
+        return contextlib.nullcontext()
+    from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
+
+    from flow.lowering.pipeline_schedule import MICRO_BATCH_ATTR, PHASE_ATTR
+
+    return trace.tagged(
+        **{PHASE_ATTR: StringAttr(phase), MICRO_BATCH_ATTR: IntegerAttr(micro_batch, i64)}
+    )
+
+
+def _micro_batches(args: tuple, n: int) -> list[tuple]:
+    """Split every tensor argument along dim 0 into `n` equal micro-batches."""
+    from flow.core.errors import op_error
+    from flow.ops.movement import chunk
+
+    leaves, tree = flatten(list(args))
+    pieces: list[list[Any]] = [[] for _ in range(n)]
+    for x in leaves:
+        if isinstance(x, Tensor):
+            if x.ndim == 0 or x.shape[0] % n:
+                raise op_error("Graph", f"gradient accumulation over {n} micro-batches needs a "
+                               f"batch dim divisible by {n}, got an input of shape "
+                               f"{list(x.shape)}")  # fmt: skip
+            parts = chunk(x, n, 0)
+        else:
+            parts = [x] * n
+        for i in range(n):
+            pieces[i].append(parts[i])
+    return [tuple(unflatten(tree, p)) for p in pieces]
+
+
+def _merge_outputs(outs: list):
+    """Mean of scalar outputs (losses), concatenation along dim 0 of the others."""
+    from flow.ops.basic import mean
+    from flow.ops.movement import cat, stack
+
+    leaves0, tree = flatten(outs[0])
+    per = [flatten(o)[0] for o in outs]
+    merged = []
+    for i, first in enumerate(leaves0):
+        column = [p[i] for p in per]
+        if isinstance(first, Tensor) and first.ndim == 0:
+            merged.append(mean(stack(column)))
+        elif isinstance(first, Tensor):
+            merged.append(cat(column, 0))
+        else:
+            merged.append(first)
+    return unflatten(tree, merged)
