@@ -1,6 +1,6 @@
 """The layering rules of issue "Frontend architecture" and DESIGN.md §1, read from the source
 tree's import graph (tests/layering.py; function-local imports included). Each failure lists
-its offenders with their files and lines. The analyzer itself is checked first, on a small
+its offenders with their files and lines. The analyzer itself is checked too, on a small
 tree whose cycles, private imports and folder imports are known by construction."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def tree() -> layering.Graph:
 
 def _describe_cycle(g: layering.Graph, cycle: list[str]) -> str:
     """The cycle's modules and the imports that hold it: those between its folders when it
-    spans several (each of them is one to remove or turn around), else all of them."""
+    spans several (where the layering is crossed), else all of them."""
     members = set(cycle)
     folders = sorted({g.folder(m) for m in cycle})
     inside = [i for i in g.imports if i.importer in members and i.imported in members]
