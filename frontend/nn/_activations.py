@@ -1,4 +1,5 @@
-"""`flow.nn.functional` activations, softmax and dropout, composed from primitives.
+"""`flow.nn.functional` activations and dropout, composed from primitives (softmax and its
+relatives are in ops/activations.py and re-exported here).
 
 Semantics follow PyTorch: formulas, defaults, argument names and which
 dtypes each accepts. Composites stay numerically stable where the naive
@@ -10,42 +11,38 @@ values that are finite in both arms, so gradients built from them stay finite.
 from __future__ import annotations
 
 import math
-import warnings
 from numbers import Real
 
-from flow.core import dtypes as _dtypes
 from flow import primitives as P
+from flow.core import dtypes as _dtypes
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
+from flow.ops.activations import log_softmax, softmax, softmin
 from flow.ops.basic import (
-    _as_tensor,
     abs,
-    amax,
+    as_tensor,
     exp,
-    log,
     maximum,
     minimum,
-    normalize_dim,
     relu,
-    sum,
     tanh,
     to,
     where,
 )
+from flow.ops.random import generator_arg, keep_mask
 from flow.primitives.registry import bind
-from flow.core.errors import op_error
-from flow.ops.random import _generator, _keep_mask
-from flow.core.tensor import Tensor
-from flow.core.trace import current_trace
 
 
 def _float_input(op: str, input) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if not x.dtype.is_floating_point:
         raise op_error(op, f"expected a floating-point input, got {x.dtype!r}", cls=TypeError)
     return x
 
 
 def _numeric_input(op: str, input) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if x.dtype is _dtypes.bool_:
         raise op_error(op, "is not defined for bool tensors", cls=TypeError)
     return x
@@ -53,7 +50,7 @@ def _numeric_input(op: str, input) -> Tensor:
 
 def _promote_to_float(input) -> Tensor:
     """Integer inputs become float32, as `torch.sigmoid` and `torch.tanh` do."""
-    x = _as_tensor(input)
+    x = as_tensor(input)
     return x if x.dtype.is_floating_point else to(x, _dtypes.DEFAULT_FLOAT)
 
 
@@ -189,49 +186,7 @@ def tanhshrink(input: Tensor) -> Tensor:
 
 
 # --------------------------------------------------------------------------- softmax
-
-
-def _softmax_input(op: str, input, dim, dtype) -> tuple[Tensor, int]:
-    x = _as_tensor(input)
-    if dtype is not None:
-        x = to(x, dtype)
-    if not x.dtype.is_floating_point:
-        raise op_error(op, f"expected a floating-point input (or dtype=), got {x.dtype!r}",
-                       cls=TypeError)  # fmt: skip
-    if dim is None:
-        dim = 0 if x.ndim in (0, 1, 3) else 1
-        warnings.warn(f"{op}: implicit dim is deprecated; pass dim= (using dim={dim})",
-                      UserWarning, stacklevel=3)  # fmt: skip
-    return x, normalize_dim(op, dim, x.ndim)
-
-
-def _shifted(x: Tensor, dim: int) -> Tensor:
-    """`x - max(x, dim)`: every exponent is <= 0 (a row of all -inf gives NaN, as in PyTorch)."""
-    return x - amax(x, dim, keepdim=True)
-
-
-def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
-    """`exp(x) / sum(exp(x), dim)`, computed from `x - max(x, dim)`."""
-    x, d = _softmax_input("softmax", input, dim, dtype)
-    if x.numel() == 0:
-        return x
-    e = exp(_shifted(x, d))
-    return e / sum(e, d, keepdim=True)
-
-
-def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
-    """`x - logsumexp(x, dim)`, computed from `x - max(x, dim)`."""
-    x, d = _softmax_input("log_softmax", input, dim, dtype)
-    if x.numel() == 0:
-        return x
-    s = _shifted(x, d)
-    return s - log(sum(exp(s), d, keepdim=True))
-
-
-def softmin(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
-    """`softmax(-x, dim)`."""
-    x, d = _softmax_input("softmin", input, dim, dtype)
-    return softmax(-x, d)
+# softmax, log_softmax and softmin live in ops/activations.py (flow.softmax, Tensor.softmax).
 
 
 # --------------------------------------------------------------------------- dropout
@@ -247,12 +202,12 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if not isinstance(p, Real) or not 0 <= p <= 1:
         raise op_error("dropout", f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0:
-        return _as_tensor(input)
+        return as_tensor(input)
     x = _float_input("dropout", input)
     if p == 1:
         out = x * 0.0
     else:
-        keep = _keep_mask(tuple(x.shape), 1.0 - p, _generator("dropout", None))
+        keep = keep_mask(tuple(x.shape), 1.0 - p, generator_arg("dropout", None))
         out = where(keep, x * (1.0 / (1.0 - p)), 0.0)
     if inplace:
         if current_trace() is not None:

@@ -95,7 +95,7 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
-        from flow.ops.math import einsum
+        from flow.ops.linalg import einsum
 
         out = einsum("...i,oij,...j->...o", input1, self.weight, input2)
         return out if self.bias is None else out + self.bias

@@ -16,8 +16,8 @@ from flow.core import dtypes as _dtypes
 from flow.ops import index_checks as checks
 from flow import primitives as P
 from flow.ops.basic import (
-    _as_tensor,
-    _promote,
+    as_tensor,
+    promote,
     abs,
     broadcast_to,
     eq,
@@ -54,7 +54,7 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
 
 
 def _float_input(op: str, input) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if not x.dtype.is_floating_point:
         raise op_error(op, f"expected a floating-point input, got {x.dtype!r}", cls=TypeError)
     return x
@@ -62,7 +62,7 @@ def _float_input(op: str, input) -> Tensor:
 
 def _pair(op: str, input, target) -> tuple[Tensor, Tensor]:
     """Input and target in one float dtype and shape (broadcasting, with PyTorch's warning)."""
-    x, t = _as_tensor(input), _as_tensor(target)
+    x, t = as_tensor(input), as_tensor(target)
     if tuple(x.shape) != tuple(t.shape):
         warnings.warn(
             f"{op}: using a target size ({list(t.shape)}) that is different to the input size "
@@ -71,7 +71,7 @@ def _pair(op: str, input, target) -> tuple[Tensor, Tensor]:
             UserWarning,
             stacklevel=3,
         )
-    x, t = _promote(op, x, t)
+    x, t = promote(op, x, t)
     if not x.dtype.is_floating_point:
         raise op_error(op, f"expected floating-point input and target, got {x.dtype!r}",
                        cls=TypeError)  # fmt: skip
@@ -124,7 +124,7 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean",
 
 
 def _same_shape(op: str, x: Tensor, t: Tensor) -> Tensor:
-    t = _as_tensor(t)
+    t = as_tensor(t)
     if tuple(t.shape) != tuple(x.shape):
         raise op_error(op, f"expected target of the input's shape {list(x.shape)}, got "
                            f"{list(t.shape)}")  # fmt: skip
@@ -134,7 +134,7 @@ def _same_shape(op: str, x: Tensor, t: Tensor) -> Tensor:
 def _weighted(op: str, loss: Tensor, weight) -> Tensor:
     if weight is None:
         return loss
-    w, _ = _promote(op, _as_tensor(weight), loss)
+    w, _ = promote(op, as_tensor(weight), loss)
     return loss * w
 
 
@@ -172,7 +172,7 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     t = _same_shape(op, x, target)
     ls = logsigmoid(x)
     if pos_weight is not None:
-        pw, _ = _promote(op, _as_tensor(pos_weight), x)
+        pw, _ = promote(op, as_tensor(pos_weight), x)
         ls = ls * ((pw - 1.0) * t + 1.0)
     loss = (1.0 - t) * x - ls
     return _reduce(_weighted(op, loss, weight), reduction)
@@ -211,7 +211,7 @@ def _class_layout(op: str, x: Tensor) -> tuple[int, int]:
 
 def _class_indices(op: str, x: Tensor, target, class_dim: int, ignore_index: int,
                    probabilities_allowed: bool) -> Tensor:  # fmt: skip
-    t = _as_tensor(target)
+    t = as_tensor(target)
     c = x.shape[class_dim]
     expected = (*x.shape[:class_dim], *x.shape[class_dim + 1 :])
     if tuple(t.shape) != expected or t.dtype.kind != 1:
@@ -236,7 +236,7 @@ def _class_weight(op: str, weight, x: Tensor, class_dim: int) -> Tensor | None:
     """The per-class weight as a tensor broadcastable against the input, or None."""
     if weight is None:
         return None
-    w = _as_tensor(weight)
+    w = as_tensor(weight)
     c = x.shape[class_dim]
     if tuple(w.shape) != (c,):
         raise op_error(op, f"expected weight of shape [{c}] (one per class), got {list(w.shape)}")
@@ -298,7 +298,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     class_dim, c = _class_layout(op, x)
     w = _class_weight(op, weight, x, class_dim)
     logp = log_softmax(x, class_dim)
-    tt = _as_tensor(target)
+    tt = as_tensor(target)
     if tt.dtype.is_floating_point and tuple(tt.shape) == tuple(x.shape):
         probs = to(tt, x.dtype)
         if label_smoothing > 0:

@@ -18,7 +18,7 @@ import numpy as np
 from flow.core import dtypes as _dtypes
 from flow.core.autograd import no_grad
 from flow.ops.basic import (
-    _as_tensor,
+    as_tensor,
     abs,
     amax,
     amin,
@@ -36,7 +36,7 @@ from flow.core.tensor import Tensor
 
 
 def _float_input(op: str, input, min_ndim: int = 0, layout: str = "") -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if not x.dtype.is_floating_point:
         raise op_error(op, f"expected a floating-point input, got {x.dtype!r}", cls=TypeError)
     if x.ndim < min_ndim:

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from flow.ops import window as _window
-from flow.ops.movement import embedding, one_hot, pad
-from flow.ops.basic import matmul, t
 from flow.core.tensor import Tensor
-from flow.ops.window import *  # noqa: F403
+from flow.ops import conv as _conv
+from flow.ops import interpolate as _interpolate
+from flow.ops import pooling as _pooling
+from flow.ops.basic import matmul, t
+from flow.ops.conv import *  # noqa: F403
+from flow.ops.gather import embedding, one_hot
+from flow.ops.interpolate import *  # noqa: F403
+from flow.ops.movement import pad
+from flow.ops.pooling import *  # noqa: F403
+
 from . import _activations, _losses, _norms
 from ._activations import *  # noqa: F403  (each module lists its functions in __all__)
 from ._losses import *  # noqa: F403
@@ -19,5 +25,5 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-__all__ = ["linear", "pad", "embedding", "one_hot", *_activations.__all__, *_losses.__all__, *_norms.__all__,
-           *_window.__all__]  # fmt: skip
+__all__ = ["linear", "pad", "embedding", "one_hot", *_activations.__all__, *_losses.__all__,
+           *_norms.__all__, *_conv.__all__, *_pooling.__all__, *_interpolate.__all__]  # fmt: skip

@@ -11,12 +11,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from flow.core import dtypes as _dtypes
 from flow import primitives as P
+from flow.core import dtypes as _dtypes
 from flow.core.args import array_from_data, dims_arg, normalize_dim, sizes_arg, to_args
-from flow.primitives.registry import bind
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
+from flow.primitives.registry import bind
 
 # --------------------------------------------------------------------------- creation
 
@@ -67,10 +67,10 @@ def is_tensor(obj) -> bool:
 
 
 def numel(input: Tensor) -> int:
-    return _as_tensor(input).numel()
+    return as_tensor(input).numel()
 
 
-def _shape_arg(op: str, size) -> tuple[int, ...]:
+def shape_arg(op: str, size) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:
@@ -85,13 +85,13 @@ def _shape_arg(op: str, size) -> tuple[int, ...]:
 
 def full(size, fill_value, dtype=None, *, placement=None, sbp=None) -> Tensor:
     """A tensor filled with `fill_value`; global when `placement` and `sbp` are given."""
-    shape = _shape_arg("full", tuple(size) if isinstance(size, (tuple, list)) else (size,))
+    shape = shape_arg("full", tuple(size) if isinstance(size, (tuple, list)) else (size,))
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.as_dtype(type(fill_value))
     out = bind(P.full, value=fill_value, shape=shape, dtype=dt)
-    return _globalize(out, placement, sbp)
+    return globalize(out, placement, sbp)
 
 
-def _globalize(value: Tensor, placement, sbp) -> Tensor:
+def globalize(value: Tensor, placement, sbp) -> Tensor:
     """`value` (the same on every rank) as a global tensor when a placement or sbp is given."""
     if placement is None and sbp is None:
         return value
@@ -101,12 +101,12 @@ def _globalize(value: Tensor, placement, sbp) -> Tensor:
 
 
 def zeros(*size, dtype=None, placement=None, sbp=None) -> Tensor:
-    shape = _shape_arg("zeros", size)
+    shape = shape_arg("zeros", size)
     return full(shape, 0, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
 
 
 def ones(*size, dtype=None, placement=None, sbp=None) -> Tensor:
-    shape = _shape_arg("ones", size)
+    shape = shape_arg("ones", size)
     return full(shape, 1, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
 
 
@@ -121,7 +121,7 @@ def ones_like(x: Tensor, dtype=None) -> Tensor:
 # --------------------------------------------------------------------------- helpers
 
 
-def _as_tensor(x) -> Tensor:
+def as_tensor(x) -> Tensor:
     return x if isinstance(x, Tensor) else tensor(x)
 
 
@@ -174,7 +174,7 @@ def expand(x: Tensor, *sizes) -> Tensor:
     return broadcast_to(x, shape)
 
 
-def _promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
+def promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
     """Common dtype and shape of tensors and Python scalars (PyTorch rules)."""
     tensors = [x for x in xs if isinstance(x, Tensor)]
     others = [x for x in xs if not isinstance(x, Tensor)]
@@ -216,7 +216,7 @@ def _global_B():
 
 def _binary_op(prim, *, float_result=False):
     def fn(input, other) -> Tensor:
-        a, b = _promote(prim.name, input, other, float_result=float_result)
+        a, b = promote(prim.name, input, other, float_result=float_result)
         if a.dtype is _dtypes.bool_:
             raise op_error(prim.name, "is not defined for bool tensors", cls=TypeError)
         return bind(prim, a, b)
@@ -253,7 +253,7 @@ def pow(input, exponent) -> Tensor:  # noqa: A001
 
 def _unary_op(prim, *, float_only: bool):
     def fn(input: Tensor) -> Tensor:
-        x = _as_tensor(input)
+        x = as_tensor(input)
         if float_only and not x.dtype.is_floating_point:
             x = to(x, _dtypes.DEFAULT_FLOAT)
         if x.dtype is _dtypes.bool_:
@@ -279,7 +279,7 @@ def relu(input: Tensor) -> Tensor:
 
 def _compare_op(direction: str):
     def fn(input, other) -> Tensor:
-        a, b = _promote(direction, input, other)
+        a, b = promote(direction, input, other)
         return bind(P.compare, a, b, direction=direction)
 
     fn.__name__ = direction
@@ -290,8 +290,8 @@ eq, ne, lt, le, gt, ge = (_compare_op(d) for d in ("eq", "ne", "lt", "le", "gt",
 
 
 def where(condition, input, other) -> Tensor:
-    cond = to(_as_tensor(condition), _dtypes.bool_)
-    a, b = _promote("where", input, other)
+    cond = to(as_tensor(condition), _dtypes.bool_)
+    a, b = promote("where", input, other)
     shape = broadcast_shapes("where", cond.shape, a.shape)
     return bind(P.select, broadcast_to(cond, shape), broadcast_to(a, shape), broadcast_to(b, shape))
 
@@ -301,7 +301,7 @@ def where(condition, input, other) -> Tensor:
 
 def matmul(input, other) -> Tensor:
     """Matrix product with NumPy/PyTorch semantics (1-D operands, broadcast batch dims)."""
-    a, b = _as_tensor(input), _as_tensor(other)
+    a, b = as_tensor(input), as_tensor(other)
     if a.ndim == 0 or b.ndim == 0:
         raise op_error("matmul", f"both arguments need at least 1 dim, got shapes "
                                  f"{list(a.shape)} and {list(b.shape)}")  # fmt: skip
@@ -341,7 +341,7 @@ def _reduce_dims(op: str, x: Tensor, dim) -> tuple[int, ...]:
 
 
 def _reduce(op: str, kind: str, x: Tensor, dim, keepdim: bool) -> Tensor:
-    x = _as_tensor(x)
+    x = as_tensor(x)
     dims = _reduce_dims(op, x, dim)
     if kind in ("max", "min") and any(x.shape[d] == 0 for d in dims):
         raise op_error(op, f"cannot reduce over an empty dim (shape {list(x.shape)}, "
@@ -353,7 +353,7 @@ def _reduce(op: str, kind: str, x: Tensor, dim, keepdim: bool) -> Tensor:
 
 
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noqa: A001
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if dtype is not None:
         x = to(x, dtype)
     elif not x.dtype.is_floating_point:
@@ -362,7 +362,7 @@ def sum(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:  # noq
 
 
 def prod(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if dtype is not None:
         x = to(x, dtype)
     elif not x.dtype.is_floating_point:
@@ -371,7 +371,7 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
 
 
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if dtype is not None:
         x = to(x, dtype)
     if not x.dtype.is_floating_point:
@@ -398,7 +398,7 @@ def max(input, dim=None, keepdim: bool = False):  # noqa: A001
         return maximum(input, dim)
     if dim is None:
         return amax(input)
-    from flow.ops.math import max_dim
+    from flow.ops.reduction import max_dim
 
     return max_dim(input, dim, keepdim)
 
@@ -409,7 +409,7 @@ def min(input, dim=None, keepdim: bool = False):  # noqa: A001
         return minimum(input, dim)
     if dim is None:
         return amin(input)
-    from flow.ops.math import min_dim
+    from flow.ops.reduction import min_dim
 
     return min_dim(input, dim, keepdim)
 
@@ -418,7 +418,7 @@ def min(input, dim=None, keepdim: bool = False):  # noqa: A001
 
 
 def reshape(input: Tensor, *shape) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     shape = sizes_arg("reshape", shape)
     if shape.count(-1) > 1:
         raise op_error("reshape", f"only one dim can be -1, got {shape}")
@@ -439,7 +439,7 @@ view = reshape
 
 
 def permute(input: Tensor, *dims) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
     perm = tuple(normalize_dim("permute", d, x.ndim) for d in dims)
     if len(perm) != x.ndim or len(set(perm)) != x.ndim:
@@ -450,7 +450,7 @@ def permute(input: Tensor, *dims) -> Tensor:
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     perm = list(range(x.ndim))
     d0, d1 = normalize_dim("transpose", dim0, x.ndim), normalize_dim("transpose", dim1, x.ndim)
     perm[d0], perm[d1] = perm[d1], perm[d0]
@@ -458,14 +458,14 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 
 
 def t(input: Tensor) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if x.ndim > 2:
         raise op_error("t", f"expects a tensor with <= 2 dims, got {x.ndim}")
     return transpose(x, 0, 1) if x.ndim == 2 else x
 
 
 def squeeze(input: Tensor, dim=None) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if dim is None:
         dims = {i for i, s in enumerate(x.shape) if s == 1}
     else:
@@ -474,7 +474,7 @@ def squeeze(input: Tensor, dim=None) -> Tensor:
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     d = normalize_dim("unsqueeze", dim, x.ndim + 1)
     shape = list(x.shape)
     shape.insert(d, 1)
@@ -482,7 +482,7 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    x = _as_tensor(input)
+    x = as_tensor(input)
     if x.ndim == 0:
         return reshape(x, 1)
     s, e = normalize_dim("flatten", start_dim, x.ndim), normalize_dim("flatten", end_dim, x.ndim)

@@ -25,15 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from flow.core import dtypes as _dtypes
-from flow.ops import basic as O
 from flow import primitives as P
+from flow.core import dtypes as _dtypes
 from flow.core.autograd import no_grad
-from flow.primitives.registry import bind
-from flow.core.errors import op_error
+from flow.core.errors import op_error, user_location
 from flow.core.tensor import Tensor
 from flow.core.trace import Trace, current_trace
-from flow.core.errors import user_location
+from flow.ops import basic as O
+from flow.primitives.registry import bind
 
 Report = Callable[[int, int], Exception | None]
 

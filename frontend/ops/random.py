@@ -1,4 +1,5 @@
-"""Random numbers: the `random_bits` primitive, generators, and the sampling ops built on it.
+"""Random numbers: generators, and the sampling ops built on the `random_bits` primitive
+(primitives/random.py).
 
 flow's generator is counter based: a `Generator` holds a seed and a count of
 keys drawn, each random op draws one key (a hash of seed and count) and
@@ -18,35 +19,29 @@ from numbers import Integral, Real
 
 import numpy as np
 
-from flow.dialect.random import (
-    SPLITMIX64_FINAL_SHIFT,
-    SPLITMIX64_GAMMA,
-    SPLITMIX64_ROUNDS,
-    RandomBitsOp,
-    splitmix64,
-)
-
-from flow.core import dtypes as _dtypes
 from flow import primitives as P
+from flow.core import dtypes as _dtypes
+from flow.core.errors import op_error
+from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
+from flow.dialect.random import splitmix64
 from flow.ops.basic import (
-    _globalize,
-    _promote,
-    _shape_arg,
     abs,
     full,
+    globalize,
     log,
     mul,
+    promote,
     reshape,
+    shape_arg,
     sqrt,
     to,
     where,
 )
-from flow.primitives.registry import bind, primitive
-from flow.core.errors import op_error
-from flow.core.tensor import Tensor
-from flow.core.trace import current_trace
+from flow.primitives.random import MASK64 as _MASK64
+from flow.primitives.random import random_bits
+from flow.primitives.registry import bind
 
-_MASK64 = (1 << 64) - 1
 DEFAULT_SEED = 67280421310721
 """The seed a fresh generator starts from (PyTorch's default, so a fresh process is reproducible)."""
 
@@ -54,33 +49,6 @@ DEFAULT_SEED = 67280421310721
 def _signed64(value: int) -> int:
     value &= _MASK64
     return value - (1 << 64) if value >= 1 << 63 else value
-
-
-# --------------------------------------------------------------------------- the primitive
-
-
-def splitmix64_array(key: int, n: int) -> np.ndarray:
-    """`flow.random_bits`' hash of `key` with linear indices `0..n-1`, as uint64 (numpy)."""
-    z = np.arange(1, n + 1, dtype=np.uint64)
-    z *= np.uint64(SPLITMIX64_GAMMA)
-    z += np.uint64(key & _MASK64)
-    for shift, multiplier in SPLITMIX64_ROUNDS:
-        z ^= z >> np.uint64(shift)
-        z *= np.uint64(multiplier)
-    z ^= z >> np.uint64(SPLITMIX64_FINAL_SHIFT)
-    return z
-
-
-@primitive(
-    "random_bits",
-    RandomBitsOp,
-    to_ir=lambda p: {"shape": tuple(p["shape"]), "element_type": p["dtype"].ir_type},
-)
-def random_bits(key, *, shape, dtype):
-    z = splitmix64_array(int(np.asarray(key, np.int64)), math.prod(shape))
-    if dtype is _dtypes.int32:
-        z = (z >> np.uint64(32)).astype(np.uint32)
-    return z.view(dtype.np_dtype).reshape(shape)
 
 
 # --------------------------------------------------------------------------- generators
@@ -179,7 +147,8 @@ def set_rng_state(new_state) -> None:
     default_generator.set_state(new_state)
 
 
-def _generator(op: str, generator) -> Generator:
+def generator_arg(op: str, generator) -> Generator:
+    """`generator`, checked, or the default generator when it is None."""
     if generator is None:
         return default_generator
     if not isinstance(generator, Generator):
@@ -281,7 +250,7 @@ def _cos_2pi(u: Tensor) -> Tensor:
     return where(far, c, -c)
 
 
-def _keep_mask(shape: tuple[int, ...], p: Tensor | float, generator: Generator) -> Tensor:
+def keep_mask(shape: tuple[int, ...], p: Tensor | float, generator: Generator) -> Tensor:
     """A bool tensor, True with probability `p` (a float or a broadcastable float tensor)."""
     wide = _dtypes.float64 if isinstance(p, Tensor) and p.dtype is _dtypes.float64 else None
     u = _uniform(shape, wide or _dtypes.float32, generator)
@@ -302,27 +271,27 @@ def rand(*size, generator: Generator | None = None, dtype=None, placement=None,
          sbp=None) -> Tensor:  # fmt: skip
     """Uniform samples from [0, 1) of shape `size` (global with `placement` and `sbp`: the
     global value is drawn on every rank, so it does not depend on the SBP or world size)."""
-    shape = _shape_arg("rand", size)
-    out = _uniform(shape, _float_dtype("rand", dtype), _generator("rand", generator))
-    return _globalize(out, placement, sbp)
+    shape = shape_arg("rand", size)
+    out = _uniform(shape, _float_dtype("rand", dtype), generator_arg("rand", generator))
+    return globalize(out, placement, sbp)
 
 
 def randn(*size, generator: Generator | None = None, dtype=None, placement=None,
           sbp=None) -> Tensor:  # fmt: skip
     """Standard normal samples of shape `size` (global with `placement` and `sbp`)."""
-    shape = _shape_arg("randn", size)
-    out = _normal(shape, _float_dtype("randn", dtype), _generator("randn", generator))
-    return _globalize(out, placement, sbp)
+    shape = shape_arg("randn", size)
+    out = _normal(shape, _float_dtype("randn", dtype), generator_arg("randn", generator))
+    return globalize(out, placement, sbp)
 
 
 def rand_like(input: Tensor, *, dtype=None, generator: Generator | None = None) -> Tensor:
     dt = _float_dtype("rand_like", input.dtype if dtype is None else dtype)
-    return _uniform(tuple(input.shape), dt, _generator("rand_like", generator))
+    return _uniform(tuple(input.shape), dt, generator_arg("rand_like", generator))
 
 
 def randn_like(input: Tensor, *, dtype=None, generator: Generator | None = None) -> Tensor:
     dt = _float_dtype("randn_like", input.dtype if dtype is None else dtype)
-    return _normal(tuple(input.shape), dt, _generator("randn_like", generator))
+    return _normal(tuple(input.shape), dt, generator_arg("randn_like", generator))
 
 
 def _check_int(op: str, name: str, value) -> int:
@@ -362,9 +331,9 @@ def randint(low=0, high=None, size=None, *, generator: Generator | None = None,
             dtype=None) -> Tensor:  # fmt: skip
     """Uniform integers in [low, high) of shape `size`: `randint(high, size)` or `(low, high, size)`."""
     low, high, size = _randint_args("randint", low, high, size)
-    shape = _shape_arg("randint", tuple(size) if isinstance(size, (tuple, list)) else (size,))
+    shape = shape_arg("randint", tuple(size) if isinstance(size, (tuple, list)) else (size,))
     dt = _dtypes.DEFAULT_INT if dtype is None else _dtypes.as_dtype(dtype)
-    return _randint("randint", low, high, shape, dt, _generator("randint", generator))
+    return _randint("randint", low, high, shape, dt, generator_arg("randint", generator))
 
 
 def randint_like(input: Tensor, low=0, high=None, *, dtype=None,
@@ -373,14 +342,14 @@ def randint_like(input: Tensor, low=0, high=None, *, dtype=None,
     if high is None:
         low, high = 0, low
     dt = input.dtype if dtype is None else _dtypes.as_dtype(dtype)
-    gen = _generator("randint_like", generator)
+    gen = generator_arg("randint_like", generator)
     return _randint("randint_like", low, high, tuple(input.shape), dt, gen)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator: Generator | None = None,
            dtype=None) -> Tensor:  # fmt: skip
     """Normal samples `mean + std * randn`: tensors broadcast, or two numbers and a `size`."""
-    gen = _generator("normal", generator)
+    gen = generator_arg("normal", generator)
     for name, v in (("mean", mean), ("std", std)):
         if not isinstance(v, (Tensor, Real)):
             raise op_error("normal", f"expected {name} to be a tensor or a number, got "
@@ -390,11 +359,11 @@ def normal(mean=0.0, std=1.0, size=None, *, generator: Generator | None = None,
     if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
         if size is None:
             raise op_error("normal", "needs a size when mean and std are numbers", cls=TypeError)
-        shape = _shape_arg("normal", tuple(size) if isinstance(size, (tuple, list)) else (size,))
+        shape = shape_arg("normal", tuple(size) if isinstance(size, (tuple, list)) else (size,))
         return _normal(shape, _float_dtype("normal", dtype), gen) * std + mean
     if size is not None:
         raise op_error("normal", "takes no size when mean or std is a tensor", cls=TypeError)
-    m, s = _promote("normal", mean, std, float_result=True)
+    m, s = promote("normal", mean, std, float_result=True)
     if dtype is not None:
         m, s = to(m, _float_dtype("normal", dtype)), to(s, _float_dtype("normal", dtype))
     return _normal(tuple(m.shape), m.dtype, gen) * s + m
@@ -410,7 +379,7 @@ def bernoulli(input: Tensor, p: float | None = None, *,
     if p is not None and not 0 <= p <= 1:
         raise op_error("bernoulli", f"expected p in [0, 1], got {p}")
     probs = input if p is None else float(p)
-    mask = _keep_mask(tuple(input.shape), probs, _generator("bernoulli", generator))
+    mask = keep_mask(tuple(input.shape), probs, generator_arg("bernoulli", generator))
     return to(mask, input.dtype)
 
 

@@ -1,8 +1,9 @@
 """Elementwise primitives: unary math, binary arithmetic, bitwise, compare, select, cast.
 
 Each is a numpy kernel registered against its dialect op (dialect/ops.py, lowered by
-lowering/_elementwise.py), with its VJP rule below, written with `bind` on primitives so that
-inside a trace the backward pass becomes IR like the forward pass.
+lowering/_elementwise.py) with its VJP rule beside it: the rule maps the cotangent of the
+result to cotangents of the inputs (None where there is none), written with `bind` on
+primitives so that inside a trace the backward pass becomes IR like the forward pass.
 """
 
 from __future__ import annotations
@@ -13,100 +14,7 @@ from flow import dialect as fd
 from flow.core import dtypes as _dtypes
 from flow.primitives.registry import PRIMITIVES, bind, primitive
 
-
-def _trunc_div(a, b):
-    """Division rounded toward zero; for integers numpy's x // 0 == 0 and INT_MIN // -1 ==
-    INT_MIN (floor division corrected where the remainder is nonzero and the signs differ;
-    not via abs, which wraps at INT_MIN)."""
-    if np.issubdtype(a.dtype, np.integer):
-        with np.errstate(divide="ignore", over="ignore"):
-            q, r = np.floor_divide(a, b), np.remainder(a, b)
-        return (q + ((r != 0) & ((a < 0) != (b < 0)))).astype(a.dtype)
-    return a / b
-
-
-def _unary(name, op, fn):
-    return primitive(name, op)(lambda x: fn(x))
-
-
-def _binary(name, op, fn):
-    return primitive(name, op)(lambda a, b: fn(a, b))
-
-
-neg = _unary("neg", fd.NegOp, np.negative)
-abs_ = _unary("abs", fd.AbsOp, np.abs)
-exp = _unary("exp", fd.ExpOp, np.exp)
-log = _unary("log", fd.LogOp, np.log)
-sqrt = _unary("sqrt", fd.SqrtOp, np.sqrt)
-rsqrt = _unary("rsqrt", fd.RsqrtOp, lambda x: (1 / np.sqrt(x)).astype(x.dtype))
-tanh = _unary("tanh", fd.TanhOp, np.tanh)
-
-add = _binary("add", fd.AddOp, np.add)
-sub = _binary("sub", fd.SubOp, np.subtract)
-mul = _binary("mul", fd.MulOp, np.multiply)
-div = _binary("div", fd.DivOp, _trunc_div)
-maximum = _binary("maximum", fd.MaximumOp, np.maximum)
-minimum = _binary("minimum", fd.MinimumOp, np.minimum)
-pow_ = _binary("pow", fd.PowOp, np.power)
-rem = _binary("rem", fd.RemOp, np.fmod)
-atan2 = _binary("atan2", fd.Atan2Op, np.arctan2)
-and_ = _binary("and", fd.AndOp, np.bitwise_and)
-or_ = _binary("or", fd.OrOp, np.bitwise_or)
-xor = _binary("xor", fd.XorOp, np.bitwise_xor)
-
-
-def _erf(x):
-    import math
-
-    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
-
-
-sin = _unary("sin", fd.SinOp, np.sin)
-cos = _unary("cos", fd.CosOp, np.cos)
-tan = _unary("tan", fd.TanOp, np.tan)
-asin = _unary("asin", fd.AsinOp, np.arcsin)
-acos = _unary("acos", fd.AcosOp, np.arccos)
-atan = _unary("atan", fd.AtanOp, np.arctan)
-sinh = _unary("sinh", fd.SinhOp, np.sinh)
-cosh = _unary("cosh", fd.CoshOp, np.cosh)
-floor = _unary("floor", fd.FloorOp, np.floor)
-ceil = _unary("ceil", fd.CeilOp, np.ceil)
-round_ = _unary("round", fd.RoundOp, np.round)
-trunc = _unary("trunc", fd.TruncOp, np.trunc)
-erf = _unary("erf", fd.ErfOp, _erf)
-log1p = _unary("log1p", fd.Log1pOp, np.log1p)
-expm1 = _unary("expm1", fd.Expm1Op, np.expm1)
-log2 = _unary("log2", fd.Log2Op, np.log2)
-log10 = _unary("log10", fd.Log10Op, np.log10)
-
-_COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
-            "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
-
-
-@primitive("compare", fd.CompareOp)
-def compare(a, b, *, direction):
-    return _COMPARE[direction](a, b)
-
-
-@primitive("select", fd.SelectOp)
-def select(pred, a, b):
-    return np.where(pred, a, b)
-
-
-@primitive("cast", fd.CastOp, to_ir=lambda p: {"element_type": p["dtype"].ir_type})
-def cast(x, *, dtype):
-    if dtype is _dtypes.bool_:
-        return x != 0
-    if dtype.kind == 1 and x.dtype.kind == "f":
-        return np.trunc(x).astype(dtype.np_dtype)
-    return x.astype(dtype.np_dtype)
-
-
-# --------------------------------------------------------------------------- VJP rules
-#
-# Each rule maps the cotangent of a primitive's result to cotangents of its
-# inputs (None where there is none), written with `bind` on primitives so that
-# inside a trace the backward pass becomes IR like the forward pass.
+# --------------------------------------------------------------------------- VJP helpers
 
 
 def _like(t, value):
@@ -133,62 +41,107 @@ def _neg(a):
     return bind(neg, a)
 
 
-def _unary_vjp(fn):
-    """A rule `ct * f'(x, out)` for a unary primitive."""
+def _d(fn):
+    """A unary rule `ct * f'(x, out)`."""
     return lambda ct, x, out: (_mul(ct, fn(x, out)),)
+
+
+def _unary(name, op, fn, vjp=None):
+    prim = primitive(name, op)(lambda x: fn(x))
+    prim.vjp = vjp
+    return prim
+
+
+def _binary(name, op, fn, vjp=None):
+    prim = primitive(name, op)(lambda a, b: fn(a, b))
+    prim.vjp = vjp
+    return prim
+
+
+def _trunc_div(a, b):
+    """Division rounded toward zero; for integers numpy's x // 0 == 0 and INT_MIN // -1 ==
+    INT_MIN (floor division corrected where the remainder is nonzero and the signs differ;
+    not via abs, which wraps at INT_MIN)."""
+    if np.issubdtype(a.dtype, np.integer):
+        with np.errstate(divide="ignore", over="ignore"):
+            q, r = np.floor_divide(a, b), np.remainder(a, b)
+        return (q + ((r != 0) & ((a < 0) != (b < 0)))).astype(a.dtype)
+    return a / b
+
+
+def _erf(x):
+    import math
+
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+def _sign(x, out):
+    return _sel(
+        _cmp(x, _like(x, 0), "gt"),
+        _like(x, 1),
+        _sel(_cmp(x, _like(x, 0), "lt"), _like(x, -1), _like(x, 0)),
+    )
+
+
+def _one_minus_sq(x):
+    return bind(sub, _like(x, 1), _mul(x, x))
+
+
+def _zero(ct, x, out):
+    return (_like(x, 0),)
 
 
 _LN2, _LN10, _TWO_OVER_SQRT_PI = 0.6931471805599453, 2.302585092994046, 1.1283791670955126
 
-_VJPS = {
-    neg: lambda ct, x, out: (_neg(ct),),
-    abs_: _unary_vjp(
-        lambda x, out: _sel(
-            _cmp(x, _like(x, 0), "gt"),
-            _like(x, 1),
-            _sel(_cmp(x, _like(x, 0), "lt"), _like(x, -1), _like(x, 0)),
-        )
-    ),  # fmt: skip
-    exp: _unary_vjp(lambda x, out: out),
-    log: lambda ct, x, out: (_div(ct, x),),
-    sqrt: lambda ct, x, out: (_div(_mul(ct, _like(x, 0.5)), out),),
-    rsqrt: lambda ct, x, out: (_mul(ct, _div(_mul(out, _like(x, -0.5)), x)),),
-    tanh: _unary_vjp(lambda x, out: bind(sub, _like(x, 1), _mul(out, out))),
-    sin: _unary_vjp(lambda x, out: bind(cos, x)),
-    cos: _unary_vjp(lambda x, out: _neg(bind(sin, x))),
-    tan: _unary_vjp(lambda x, out: bind(add, _like(x, 1), _mul(out, out))),
-    asin: lambda ct, x, out: (_div(ct, bind(sqrt, bind(sub, _like(x, 1), _mul(x, x)))),),
-    acos: lambda ct, x, out: (_neg(_div(ct, bind(sqrt, bind(sub, _like(x, 1), _mul(x, x))))),),
-    atan: lambda ct, x, out: (_div(ct, bind(add, _like(x, 1), _mul(x, x))),),
-    sinh: _unary_vjp(lambda x, out: bind(cosh, x)),
-    cosh: _unary_vjp(lambda x, out: bind(sinh, x)),
-    erf: _unary_vjp(
-        lambda x, out: _mul(_like(x, _TWO_OVER_SQRT_PI), bind(exp, _neg(_mul(x, x))))
-    ),  # fmt: skip
-    log1p: lambda ct, x, out: (_div(ct, bind(add, x, _like(x, 1))),),
-    expm1: _unary_vjp(lambda x, out: bind(add, out, _like(x, 1))),
-    log2: lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN2))),),
-    log10: lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN10))),),
-    **{p: (lambda ct, x, out: (_like(x, 0),)) for p in (floor, ceil, round_, trunc)},
-    add: lambda ct, a, b, out: (ct, ct),
-    sub: lambda ct, a, b, out: (ct, _neg(ct)),
-    mul: lambda ct, a, b, out: (_mul(ct, b), _mul(ct, a)),
-    div: lambda ct, a, b, out: (_div(ct, b), _neg(_div(_mul(ct, out), b))),
-    rem: lambda ct, a, b, out: (ct, _neg(_mul(ct, bind(trunc, _div(a, b))))),
-    atan2: lambda ct, y, x, out: (
-        _div(_mul(ct, x), bind(add, _mul(x, x), _mul(y, y))),
-        _neg(_div(_mul(ct, y), bind(add, _mul(x, x), _mul(y, y)))),
-    ),
-    select: lambda ct, p, a, b, out: (None, _sel(p, ct, _like(ct, 0)), _sel(p, _like(ct, 0), ct)),
-}
+# --------------------------------------------------------------------------- unary
+
+neg = _unary("neg", fd.NegOp, np.negative, lambda ct, x, out: (_neg(ct),))
+abs_ = _unary("abs", fd.AbsOp, np.abs, _d(_sign))
+exp = _unary("exp", fd.ExpOp, np.exp, _d(lambda x, out: out))
+log = _unary("log", fd.LogOp, np.log, lambda ct, x, out: (_div(ct, x),))
+sqrt = _unary("sqrt", fd.SqrtOp, np.sqrt,
+              lambda ct, x, out: (_div(_mul(ct, _like(x, 0.5)), out),))  # fmt: skip
+rsqrt = _unary("rsqrt", fd.RsqrtOp, lambda x: (1 / np.sqrt(x)).astype(x.dtype),
+               lambda ct, x, out: (_mul(ct, _div(_mul(out, _like(x, -0.5)), x)),))  # fmt: skip
+tanh = _unary("tanh", fd.TanhOp, np.tanh, _d(lambda x, out: bind(sub, _like(x, 1), _mul(out, out))))
+sin = _unary("sin", fd.SinOp, np.sin, _d(lambda x, out: bind(cos, x)))
+cos = _unary("cos", fd.CosOp, np.cos, _d(lambda x, out: _neg(bind(sin, x))))
+tan = _unary("tan", fd.TanOp, np.tan, _d(lambda x, out: bind(add, _like(x, 1), _mul(out, out))))
+asin = _unary("asin", fd.AsinOp, np.arcsin,
+              lambda ct, x, out: (_div(ct, bind(sqrt, _one_minus_sq(x))),))  # fmt: skip
+acos = _unary("acos", fd.AcosOp, np.arccos,
+              lambda ct, x, out: (_neg(_div(ct, bind(sqrt, _one_minus_sq(x)))),))  # fmt: skip
+atan = _unary("atan", fd.AtanOp, np.arctan,
+              lambda ct, x, out: (_div(ct, bind(add, _like(x, 1), _mul(x, x))),))  # fmt: skip
+sinh = _unary("sinh", fd.SinhOp, np.sinh, _d(lambda x, out: bind(cosh, x)))
+cosh = _unary("cosh", fd.CoshOp, np.cosh, _d(lambda x, out: bind(sinh, x)))
+floor = _unary("floor", fd.FloorOp, np.floor, _zero)
+ceil = _unary("ceil", fd.CeilOp, np.ceil, _zero)
+round_ = _unary("round", fd.RoundOp, np.round, _zero)
+trunc = _unary("trunc", fd.TruncOp, np.trunc, _zero)
+erf = _unary("erf", fd.ErfOp, _erf,
+             _d(lambda x, out: _mul(_like(x, _TWO_OVER_SQRT_PI), bind(exp, _neg(_mul(x, x))))))  # fmt: skip
+log1p = _unary("log1p", fd.Log1pOp, np.log1p,
+               lambda ct, x, out: (_div(ct, bind(add, x, _like(x, 1))),))  # fmt: skip
+expm1 = _unary("expm1", fd.Expm1Op, np.expm1, _d(lambda x, out: bind(add, out, _like(x, 1))))
+log2 = _unary("log2", fd.Log2Op, np.log2,
+              lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN2))),))  # fmt: skip
+log10 = _unary("log10", fd.Log10Op, np.log10,
+               lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN10))),))  # fmt: skip
+
+# --------------------------------------------------------------------------- binary
 
 
-def _extreme_vjp(ct, a, b, out, *, direction):
+def _extreme_vjp(direction):
     """maximum/minimum: the winner gets the cotangent; ties split it evenly (like PyTorch)."""
-    wins = _cmp(a, b, direction)
-    ties = _cmp(a, b, "eq")
-    share = _sel(wins, _like(a, 1), _sel(ties, _like(a, 0.5), _like(a, 0)))
-    return _mul(ct, share), _mul(ct, bind(sub, _like(a, 1), share))
+
+    def rule(ct, a, b, out):
+        wins = _cmp(a, b, direction)
+        ties = _cmp(a, b, "eq")
+        share = _sel(wins, _like(a, 1), _sel(ties, _like(a, 0.5), _like(a, 0)))
+        return _mul(ct, share), _mul(ct, bind(sub, _like(a, 1), share))
+
+    return rule
 
 
 def _pow_vjp(ct, a, b, out):
@@ -198,20 +151,62 @@ def _pow_vjp(ct, a, b, out):
     return da, _mul(ct, _mul(out, log_a))
 
 
+def _atan2_vjp(ct, y, x, out):
+    return (
+        _div(_mul(ct, x), bind(add, _mul(x, x), _mul(y, y))),
+        _neg(_div(_mul(ct, y), bind(add, _mul(x, x), _mul(y, y)))),
+    )
+
+
+add = _binary("add", fd.AddOp, np.add, lambda ct, a, b, out: (ct, ct))
+sub = _binary("sub", fd.SubOp, np.subtract, lambda ct, a, b, out: (ct, _neg(ct)))
+mul = _binary("mul", fd.MulOp, np.multiply, lambda ct, a, b, out: (_mul(ct, b), _mul(ct, a)))
+div = _binary("div", fd.DivOp, _trunc_div,
+              lambda ct, a, b, out: (_div(ct, b), _neg(_div(_mul(ct, out), b))))  # fmt: skip
+maximum = _binary("maximum", fd.MaximumOp, np.maximum, _extreme_vjp("gt"))
+minimum = _binary("minimum", fd.MinimumOp, np.minimum, _extreme_vjp("lt"))
+pow_ = _binary("pow", fd.PowOp, np.power, _pow_vjp)
+rem = _binary("rem", fd.RemOp, np.fmod,
+              lambda ct, a, b, out: (ct, _neg(_mul(ct, bind(trunc, _div(a, b))))))  # fmt: skip
+atan2 = _binary("atan2", fd.Atan2Op, np.arctan2, _atan2_vjp)
+and_ = _binary("and", fd.AndOp, np.bitwise_and)  # bitwise: no VJP
+or_ = _binary("or", fd.OrOp, np.bitwise_or)
+xor = _binary("xor", fd.XorOp, np.bitwise_xor)
+
+# --------------------------------------------------------------------------- compare, select, cast
+
+_COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+            "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
+
+
+@primitive("compare", fd.CompareOp)
+def compare(a, b, *, direction):
+    return _COMPARE[direction](a, b)
+
+
+@primitive("select", fd.SelectOp)
+def select(pred, a, b):
+    return np.where(pred, a, b)
+
+
+select.vjp = lambda ct, p, a, b, out: (None, _sel(p, ct, _like(ct, 0)), _sel(p, _like(ct, 0), ct))
+
+
+@primitive("cast", fd.CastOp, to_ir=lambda p: {"element_type": p["dtype"].ir_type})
+def cast(x, *, dtype):
+    if dtype is _dtypes.bool_:
+        return x != 0
+    if dtype.kind == 1 and x.dtype.kind == "f":
+        return np.trunc(x).astype(dtype.np_dtype)
+    return x.astype(dtype.np_dtype)
+
+
 def _cast_vjp(ct, x, out, *, dtype):
     if not x._dtype.is_floating_point:
         return (None,)
     return (bind(cast, ct, dtype=x._dtype),)
 
 
-_VJPS.update({
-    maximum: lambda ct, a, b, out: _extreme_vjp(ct, a, b, out, direction="gt"),
-    minimum: lambda ct, a, b, out: _extreme_vjp(ct, a, b, out, direction="lt"),
-    pow_: _pow_vjp,
-    cast: _cast_vjp,
-})  # fmt: skip
-
-for _prim, _rule in _VJPS.items():
-    _prim.vjp = _rule
+cast.vjp = _cast_vjp
 
 __all__ = ["abs_", "acos", "add", "and_", "asin", "atan", "atan2", "cast", "ceil", "compare", "cos", "cosh", "div", "erf", "exp", "expm1", "floor", "log", "log10", "log1p", "log2", "maximum", "minimum", "mul", "neg", "or_", "pow_", "rem", "round_", "rsqrt", "select", "sin", "sinh", "sqrt", "sub", "tan", "tanh", "trunc", "xor"]  # fmt: skip

@@ -1,7 +1,8 @@
 """Structured primitives: matmul, reductions, reshape / transpose / broadcast, constants.
 
 Each is a numpy kernel registered against its dialect op (dialect/ops.py, lowered by
-lowering/_structured.py), with its VJP rule below.
+lowering/_structured.py), with its VJP rule beside it (the creation primitives have none:
+they take no tensor).
 """
 
 from __future__ import annotations
@@ -20,6 +21,18 @@ def matmul(a, b):
     return np.matmul(a, b)
 
 
+def _swap_last(t):
+    perm = list(range(len(t.shape)))
+    perm[-1], perm[-2] = perm[-2], perm[-1]
+    return bind(transpose, t, permutation=tuple(perm))
+
+
+matmul.vjp = lambda ct, a, b, out: (
+    bind(matmul, ct, _swap_last(b)),
+    bind(matmul, _swap_last(a), ct),
+)  # fmt: skip
+
+
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
@@ -30,97 +43,10 @@ def reduce(x, *, kind, dims):
     return _REDUCE[kind].reduce(x, axis=tuple(dims), dtype=x.dtype)
 
 
-@primitive("reshape", fd.ReshapeOp)
-def reshape(x, *, shape):
-    return x.reshape(shape)
-
-
-@primitive("transpose", fd.TransposeOp)
-def transpose(x, *, permutation):
-    return np.transpose(x, permutation)
-
-
-@primitive("broadcast_in_dim", fd.BroadcastInDimOp)
-def broadcast_in_dim(x, *, dims, shape):
-    expanded = [1] * len(shape)
-    for i, d in enumerate(dims):
-        expanded[d] = x.shape[i]
-    return np.broadcast_to(x.reshape(expanded), shape)
-
-
-# --------------------------------------------------------------------------- creation
-
-
-@primitive(
-    "iota",
-    fd.IotaOp,
-    to_ir=lambda p: {
-        "dim": p["dim"],
-        "shape": tuple(p["shape"]),
-        "element_type": p["dtype"].ir_type,
-    },
-)
-def iota(*, dim, shape, dtype):
-    idx = np.arange(shape[dim], dtype=dtype.np_dtype)
-    view = [1] * len(shape)
-    view[dim] = shape[dim]
-    return np.broadcast_to(idx.reshape(view), shape)
-
-
-def _full_to_ir(p: dict) -> dict:
-    dt: _dtypes.dtype = p["dtype"]
-    v = p["value"]
-    if dt.is_floating_point:
-        value = FloatAttr(float(v), dt.ir_type)
-    else:
-        value = IntegerAttr(int(bool(v)) if dt is _dtypes.bool_ else int(v), dt.ir_type)
-    return {"value": value, "shape": tuple(p["shape"])}
-
-
-@primitive("full", fd.FullOp, to_ir=_full_to_ir)
-def full(*, value, shape, dtype):
-    return np.full(shape, value, dtype=dtype.np_dtype)
-
-
-def _constant_to_ir(p: dict) -> dict:
-    arr: np.ndarray = p["array"]
-    dt = _dtypes.as_dtype(arr.dtype)
-    ty = TensorType(dt.ir_type, arr.shape)
-    values = arr.reshape(-1).tolist()
-    if dt is _dtypes.bool_:
-        values = [int(v) for v in values]
-    return {"value": DenseIntOrFPElementsAttr.from_list(ty, values)}
-
-
-@primitive("constant", fd.ConstantOp, to_ir=_constant_to_ir)
-def constant(*, array):
-    return array
-
-
-# --------------------------------------------------------------------------- VJP rules
-
-
-def _swap_last(t):
-    perm = list(range(len(t.shape)))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    return bind(transpose, t, permutation=tuple(perm))
-
-
 def _expand_back(ct, x, dims):
     """Broadcast a reduction's cotangent (dims removed) back to `x`'s shape."""
     kept = tuple(i for i in range(len(x.shape)) if i not in dims)
     return bind(broadcast_in_dim, ct, dims=kept, shape=tuple(x.shape))
-
-
-_VJPS = {
-    matmul: lambda ct, a, b, out: (
-        bind(matmul, ct, _swap_last(b)),
-        bind(matmul, _swap_last(a), ct),
-    ),  # fmt: skip
-    reshape: lambda ct, x, out, shape: (bind(reshape, ct, shape=tuple(x.shape)),),
-}
-
-
 
 
 def _reduce_vjp(ct, x, out, *, kind, dims):
@@ -146,11 +72,38 @@ def _reduce_vjp(ct, x, out, *, kind, dims):
     return (_mul(ct_b, g),)
 
 
+reduce.vjp = _reduce_vjp
+
+
+@primitive("reshape", fd.ReshapeOp)
+def reshape(x, *, shape):
+    return x.reshape(shape)
+
+
+reshape.vjp = lambda ct, x, out, shape: (bind(reshape, ct, shape=tuple(x.shape)),)
+
+
+@primitive("transpose", fd.TransposeOp)
+def transpose(x, *, permutation):
+    return np.transpose(x, permutation)
+
+
 def _transpose_vjp(ct, x, out, *, permutation):
     inverse = [0] * len(permutation)
     for i, p in enumerate(permutation):
         inverse[p] = i
     return (bind(transpose, ct, permutation=tuple(inverse)),)
+
+
+transpose.vjp = _transpose_vjp
+
+
+@primitive("broadcast_in_dim", fd.BroadcastInDimOp)
+def broadcast_in_dim(x, *, dims, shape):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(dims):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
 
 
 def _broadcast_vjp(ct, x, out, *, dims, shape):
@@ -160,13 +113,56 @@ def _broadcast_vjp(ct, x, out, *, dims, shape):
     return (bind(reshape, r, shape=tuple(x.shape)) if tuple(r.shape) != tuple(x.shape) else r,)
 
 
-_VJPS.update({
-    reduce: _reduce_vjp,
-    transpose: _transpose_vjp,
-    broadcast_in_dim: _broadcast_vjp,
-})  # fmt: skip
+broadcast_in_dim.vjp = _broadcast_vjp
 
-for _prim, _rule in _VJPS.items():
-    _prim.vjp = _rule
+
+# --------------------------------------------------------------------------- creation
+
+
+@primitive(
+    "iota",
+    fd.IotaOp,
+    to_ir=lambda p: {
+        "dim": p["dim"],
+        "shape": tuple(p["shape"]),
+        "element_type": p["dtype"].ir_type,
+    },
+)
+def iota(*, dim, shape, dtype):
+    idx = np.arange(shape[dim], dtype=dtype.np_dtype)
+    view = [1] * len(shape)
+    view[dim] = shape[dim]
+    return np.broadcast_to(idx.reshape(view), shape)
+
+
+def scalar_attr(value, dtype: _dtypes.dtype):
+    """`value` as a typed attribute of `dtype` (how flow.full and flow.pad carry scalars)."""
+    if dtype.is_floating_point:
+        return FloatAttr(float(value), dtype.ir_type)
+    return IntegerAttr(int(bool(value)) if dtype is _dtypes.bool_ else int(value), dtype.ir_type)
+
+
+def _full_to_ir(p: dict) -> dict:
+    return {"value": scalar_attr(p["value"], p["dtype"]), "shape": tuple(p["shape"])}
+
+
+@primitive("full", fd.FullOp, to_ir=_full_to_ir)
+def full(*, value, shape, dtype):
+    return np.full(shape, value, dtype=dtype.np_dtype)
+
+
+def _constant_to_ir(p: dict) -> dict:
+    arr: np.ndarray = p["array"]
+    dt = _dtypes.as_dtype(arr.dtype)
+    ty = TensorType(dt.ir_type, arr.shape)
+    values = arr.reshape(-1).tolist()
+    if dt is _dtypes.bool_:
+        values = [int(v) for v in values]
+    return {"value": DenseIntOrFPElementsAttr.from_list(ty, values)}
+
+
+@primitive("constant", fd.ConstantOp, to_ir=_constant_to_ir)
+def constant(*, array):
+    return array
 
 __all__ = ["broadcast_in_dim", "constant", "full", "iota", "matmul", "reduce", "reshape", "transpose"]  # fmt: skip

@@ -10,7 +10,7 @@ from gradcheck import gradcheck, jit_grads_match_eager
 import flow
 import flow.nn.functional as F
 from flow.primitives.registry import bind
-from flow.ops.window import reduce_window
+from flow.primitives.window import reduce_window
 
 # (conv, input shape, weight shape, keyword arguments); every case has a bias.
 CONVS = {

@@ -19,7 +19,7 @@ from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
 
 import flow.dialect as fd
-from flow.ops.random import splitmix64_array
+from flow.primitives.random import splitmix64_array
 from flow.dialect import make_context
 from flow.dialect.random import splitmix64
 

@@ -15,7 +15,7 @@ from checks import check
 
 import flow
 from flow import primitives as P
-from flow.ops.random import random_bits
+from flow.primitives.random import random_bits
 
 MASK = (1 << 64) - 1
 

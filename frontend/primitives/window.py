@@ -1,0 +1,340 @@
+"""Window primitives: `conv` and `reduce_window` (dialect/window.py, lowered by
+lowering/_window.py), each numpy kernel with its VJP right after it.
+
+The VJPs are written with primitives (conv, reduce_window, slice, pad, reshape, transpose,
+select), so inside `flow.jit` / `nn.Graph` the backward pass is traced into IR like the
+forward pass. They share one picture of a window op: result position p reads padded
+position `p * stride + k * dilation` at window offset k, i.e. unpadded position
+`p * stride + k * dilation - low`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from flow import dialect as fd
+from flow.core.tensor import Tensor
+from flow.dialect.window import window_output_size
+from flow.primitives.elementwise import add, and_, compare, mul, or_, select
+from flow.primitives.movement import pad, slice_dims
+from flow.primitives.registry import bind, primitive
+from flow.primitives.structured import broadcast_in_dim, constant, full, reshape, transpose
+
+# --------------------------------------------------------------------------- host constants
+
+
+def _capture(arr: np.ndarray) -> Tensor:
+    return Tensor._eager(np.array(arr, order="C"))
+
+
+_CAPTURE: list[Callable[[np.ndarray], Tensor]] = [_capture]
+
+
+def set_host_capture(capture: Callable[[np.ndarray], Tensor]) -> None:
+    """Register how a larger host array becomes a captured tensor. ops/window.py registers
+    `flow.tensor` marked as the same on every rank (the distributed layer's `mark_constant`),
+    so that a global op meeting it takes it as broadcast."""
+    _CAPTURE[0] = capture
+
+
+def host_tensor(arr: np.ndarray) -> Tensor:
+    """A host-computed array as a flow tensor: a small one is an IR constant, a larger one a
+    captured tensor (a function argument inside `flow.jit`), so the IR stays small."""
+    if arr.size <= 64:
+        return bind(constant, array=arr)
+    return _CAPTURE[0](arr)
+
+
+# --------------------------------------------------------------------------- shared by the VJPs
+
+
+def _zeros(shape, dtype) -> Tensor:
+    return bind(full, value=0, shape=tuple(shape), dtype=dtype)
+
+
+def _spread(g: Tensor, strides: Sequence[int]) -> Tensor:
+    """`g` with `stride - 1` zeros after each element per dim (size `out * stride`): the
+    result positions laid out at their window starts. One reshape-pad-reshape for all dims."""
+    if all(s == 1 for s in strides):
+        return g
+    split, highs, merged = [], [], []
+    for n, s in zip(g.shape, strides):
+        split += [n, 1] if s > 1 else [n]
+        highs += [0, s - 1] if s > 1 else [0]
+        merged.append(n * s)
+    g = bind(reshape, g, shape=tuple(split))
+    g = bind(pad, g, low=(0,) * len(highs), high=tuple(highs), value=0, dtype=g.dtype)
+    return bind(reshape, g, shape=tuple(merged))
+
+
+def _place(g: Tensor, lows: Sequence[int], highs: Sequence[int]) -> Tensor | None:
+    """`g` padded with zeros by (low, high) per dim, negative amounts cropping instead; None
+    when a crop leaves nothing (every element fell outside)."""
+    spec = {}
+    for d, (n, lo, hi) in enumerate(zip(g.shape, lows, highs)):
+        if lo < 0 or hi < 0:
+            start, stop = max(-lo, 0), n - max(-hi, 0)
+            if stop <= start:
+                return None
+            spec[d] = (start, stop - start, 1)
+    if spec:
+        g = slice_dims(g, spec)
+    lows, highs = tuple(max(v, 0) for v in lows), tuple(max(v, 0) for v in highs)
+    if any(lows) or any(highs):
+        g = bind(pad, g, low=lows, high=highs, value=0, dtype=g.dtype)
+    return g
+
+
+def _transposed(ct: Tensor, sizes, window, strides, dilations, padding):
+    """The operand and (non-negative) padding of the transposed window op over the trailing
+    `len(window)` dims of `ct` (leading dims pass through unpadded).
+
+    Input position i receives `sum_k ct[(i + low - k * dilation) / stride]` over the offsets
+    k where that index is a whole result position. Spreading `ct` by the strides makes every
+    such term a plain element, and the sum becomes a stride-1 window op with the same
+    dilation over the spread cotangent, padded low by `dilation * (window - 1) - low` and
+    high so exactly `sizes` windows fit (negative amounts crop). The window itself must be
+    applied flipped (a convolution, not a correlation). None when nothing reaches the input.
+    """
+    lead = ct.ndim - len(window)
+    outs = ct.shape[lead:]
+    lows = [0] * lead + [d * (k - 1) - lo for k, d, (lo, _) in zip(window, dilations, padding)]
+    highs = [0] * lead + [n + lo - o * s for n, o, s, (lo, _) in zip(sizes, outs, strides, padding)]
+    g = _place(_spread(ct, (1,) * lead + tuple(strides)), [min(v, 0) for v in lows],
+               [min(v, 0) for v in highs])  # fmt: skip
+    if g is None:
+        return None, None
+    return g, tuple((max(lo, 0), max(hi, 0)) for lo, hi in zip(lows, highs))
+
+
+# --------------------------------------------------------------------------- conv
+
+
+def _window_slices(offsets, strides, dilations, out_shape) -> tuple[slice, ...]:
+    """The strided slice of a padded operand that window position `offsets` reads."""
+    return tuple(
+        slice(k * d, k * d + (o - 1) * s + 1, s)
+        for k, s, d, o in zip(offsets, strides, dilations, out_shape)
+    )
+
+
+@primitive("conv", fd.ConvOp)
+def conv(x, w, *, strides, dilations, padding, groups):
+    """Grouped N-d cross-correlation: per kernel tap, a strided slice contracted over channels."""
+    n = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0), *padding])
+    out = [window_output_size(x.shape[2 + i], w.shape[2 + i], strides[i], dilations[i],
+                              padding[i]) for i in range(n)]  # fmt: skip
+    batch, c_in, c_out = x.shape[0], x.shape[1], w.shape[0]
+    xg = xp.reshape(batch, groups, c_in // groups, *xp.shape[2:])
+    wg = w.reshape(groups, c_out // groups, c_in // groups, *w.shape[2:])
+    # 16-bit floats accumulate in float32, as PyTorch does on the CPU.
+    acc_dt = np.float32 if x.dtype.kind in "fV" and x.dtype.itemsize < 4 else x.dtype
+    xg, wg = xg.astype(acc_dt, copy=False), wg.astype(acc_dt, copy=False)
+    acc = np.zeros((batch, groups, c_out // groups, *out), dtype=acc_dt)
+    for k in np.ndindex(*w.shape[2:]):
+        patch = xg[(..., *_window_slices(k, strides, dilations, out))]
+        acc += np.einsum("ngc...,goc->ngo...", patch, wg[(..., *k)])
+    return acc.reshape(batch, c_out, *out).astype(x.dtype)
+
+
+def _conv_input_grad(ct, w, sizes, strides, dilations, padding, groups) -> Tensor:
+    """The transposed convolution of `ct`: weight [C_out, C_in/g, *k] regrouped to
+    [C_in, C_out/g, *k] (in and out channels swapped within each group), flipped in space."""
+    n = ct.ndim - 2
+    c_out, c_in_g, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+    g, pads = _transposed(ct, sizes, kernel, strides, dilations, padding)
+    if g is None:
+        return _zeros((ct.shape[0], c_in_g * groups, *sizes), ct.dtype)
+    wt = bind(reshape, w, shape=(groups, c_out // groups, c_in_g, *kernel))
+    wt = bind(transpose, wt, permutation=(0, 2, 1, *range(3, 3 + n)))
+    wt = bind(reshape, wt, shape=(groups * c_in_g, c_out // groups, *kernel))
+    wt = slice_dims(wt, {2 + i: (k - 1, k, -1) for i, k in enumerate(kernel) if k > 1})
+    return bind(conv, g, wt, strides=(1,) * n, dilations=tuple(dilations), padding=pads[2:],
+                groups=groups)  # fmt: skip
+
+
+def _conv_weight_grad(ct, x, w, strides, dilations, padding, groups) -> Tensor:
+    """`dw[o, c, k] = sum_{n, p} ct[n, o, p] * x_padded[n, c, p * stride + k * dilation]`: a
+    convolution of the input (input channels as the batch, batch x groups as channels) with
+    the cotangent as the kernel, where stride and dilation swap roles."""
+    n = x.ndim - 2
+    batch, c_in_g = x.shape[0], w.shape[1]
+    sizes, kernel, outs = x.shape[2:], w.shape[2:], ct.shape[2:]
+    pads, crop = [], {}
+    for i, (size, k, o, s, d, (lo, _)) in enumerate(
+        zip(sizes, kernel, outs, strides, dilations, padding)
+    ):
+        # Pad exactly to the extent the windows read; rows no window reads are cut.
+        hi = (o - 1) * s + d * (k - 1) + 1 - size - lo
+        if hi < 0:
+            if size + hi <= 0:
+                return _zeros(w.shape, w.dtype)
+            crop[2 + i] = (0, size + hi, 1)
+        pads.append((lo, max(hi, 0)))
+    xs = slice_dims(x, crop)
+    spatial = tuple(xs.shape[2:])
+    rest = tuple(range(3, 3 + n))
+    xt = bind(reshape, xs, shape=(batch, groups, c_in_g, *spatial))
+    xt = bind(transpose, xt, permutation=(2, 1, 0, *rest))
+    xt = bind(reshape, xt, shape=(c_in_g, groups * batch, *spatial))
+    ctt = bind(transpose, ct, permutation=(1, 0, *range(2, 2 + n)))
+    r = bind(conv, xt, ctt, strides=tuple(dilations), dilations=tuple(strides),
+             padding=tuple(pads), groups=groups)  # fmt: skip
+    return bind(transpose, r, permutation=(1, 0, *range(2, 2 + n)))
+
+
+def _conv_vjp(ct, x, w, *, out, strides, dilations, padding, groups):
+    """Input and weight cotangents of `conv`, each computed only when that operand needs it."""
+    gx = gw = None
+    if x.requires_grad:
+        gx = _conv_input_grad(ct, w, x.shape[2:], strides, dilations, padding, groups)
+    if w.requires_grad:
+        gw = _conv_weight_grad(ct, x, w, strides, dilations, padding, groups)
+    return gx, gw
+
+
+conv.vjp = _conv_vjp
+
+# --------------------------------------------------------------------------- reduce_window
+
+_NP_COMBINE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
+def _identity(kind: str, dt: np.dtype):
+    """The neutral element of `kind` in numpy dtype `dt` (what padding holds)."""
+    if kind in ("sum", "prod"):
+        return 0 if kind == "sum" else 1
+    if dt.kind == "f" or dt.kind == "V":
+        return -np.inf if kind == "max" else np.inf
+    info = np.iinfo(dt)
+    return info.min if kind == "max" else info.max
+
+
+@primitive("reduce_window", fd.ReduceWindowOp)
+def reduce_window(x, *, kind, window, strides, dilations, padding):
+    """Per window position, a strided slice of the identity-padded operand folded into the
+    result (16-bit float sums and products accumulate in float32)."""
+    wide = kind in ("sum", "prod") and x.dtype.kind in "fV" and x.dtype.itemsize < 4
+    xp = np.pad(x.astype(np.float32) if wide else x, padding,
+                constant_values=_identity(kind, x.dtype))  # fmt: skip
+    out = [window_output_size(*a) for a in zip(x.shape, window, strides, dilations, padding)]
+    acc = np.full(out, _identity(kind, x.dtype), dtype=xp.dtype)
+    for k in np.ndindex(*window):
+        acc = _NP_COMBINE[kind](acc, xp[_window_slices(k, strides, dilations, out)])
+    return acc.astype(x.dtype, copy=False)
+
+
+def _inside(k, out_shape, sizes, window_args) -> list[np.ndarray] | None:
+    """Per dim, which result positions read a real (unpadded) element at window offset `k`;
+    None when no position does (the offset only ever reads padding)."""
+    masks = []
+    for kk, o, size, s, d, (lo, _) in zip(k, out_shape, sizes, *window_args):
+        pos = kk * d + np.arange(o) * s - lo
+        masks.append((pos >= 0) & (pos < size))
+        if not masks[-1].any():
+            return None
+    return masks
+
+
+def _offset_mask(masks: list[np.ndarray], out_shape) -> Tensor | None:
+    """The per-dim masks of `_inside` as one bool tensor of the result's shape (None: all)."""
+    mask = None
+    for dim, inside in enumerate(masks):
+        if inside.all():
+            continue
+        m = bind(broadcast_in_dim, host_tensor(inside), dims=(dim,), shape=tuple(out_shape))
+        mask = m if mask is None else bind(and_, mask, m)
+    return mask
+
+
+def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding):
+    """Cotangent of `reduce_window`: sum spreads each window's cotangent over its elements
+    (the transposed window sum); max / min route it to the first element of the window in
+    row-major order that attains the result (a NaN counts as attaining it; PyTorch's CPU
+    kernel takes the last NaN instead), as PyTorch's pooling backward does; prod gives each
+    element the product of the window's other elements, from prefix and suffix products so
+    zeros are exact. Padding never receives gradient."""
+    sizes = tuple(x.shape)
+    if math.prod(ct.shape) == 0:
+        return (_zeros(sizes, x.dtype),)
+    if kind == "sum":
+        g, pads = _transposed(ct, sizes, window, strides, dilations, padding)
+        if g is None:
+            return (_zeros(sizes, x.dtype),)
+        return (bind(reduce_window, g, kind="sum", window=tuple(window), strides=(1,) * x.ndim,
+                     dilations=tuple(dilations), padding=pads),)  # fmt: skip
+    args = (strides, dilations, padding)
+    inside = {k: _inside(k, ct.shape, sizes, args) for k in np.ndindex(*window)}
+    offsets = [k for k, masks in inside.items() if masks is not None]
+
+    def scatter(k, c):
+        """Place a per-result contribution at the input positions offset `k` reads."""
+        lows = [kk * d - lo for kk, d, (lo, _) in zip(k, dilations, padding)]
+        highs = [n - low - o * s for n, low, o, s in zip(sizes, lows, ct.shape, strides)]
+        return _place(_spread(c, strides), lows, highs)
+
+    if math.prod(window) == 1:  # every window is one element: its cotangent, strided back
+        contributions = [(k, ct) for k in offsets]
+    else:
+        fill = _identity(kind, x.dtype.np_dtype) if kind in ("max", "min") else 1
+        low, high = tuple(lo for lo, _ in padding), tuple(hi for _, hi in padding)
+        xp = x if not any(low) and not any(high) else bind(
+            pad, x, low=low, high=high, value=fill, dtype=x.dtype)  # fmt: skip
+        taps = [slice_dims(xp, {i: (kk * d, o, s) for i, (kk, d, o, s)
+                                 in enumerate(zip(k, dilations, ct.shape, strides))})
+                for k in offsets]  # fmt: skip
+        contributions = (
+            _routed(ct, out, taps, offsets, inside)
+            if kind in ("max", "min")
+            else _others(ct, taps, offsets)
+        )
+    grad = None
+    for k, c in contributions:
+        placed = scatter(k, c)
+        if placed is not None:
+            grad = placed if grad is None else bind(add, grad, placed)
+    return (_zeros(sizes, x.dtype) if grad is None else grad,)
+
+
+def _routed(ct, out, taps, offsets, inside):
+    """Per window offset, the cotangent of the windows whose first extreme element sits there:
+    the part not yet routed by an earlier offset, where that offset's element equals the
+    result (or is NaN) and is not padding."""
+    zero = _zeros(ct.shape, ct.dtype)
+    left, result = ct, []
+    for i, (k, v) in enumerate(zip(offsets, taps)):
+        hit = bind(or_, bind(compare, v, out, direction="eq"),
+                   bind(compare, v, v, direction="ne"))  # fmt: skip
+        mask = _offset_mask(inside[k], ct.shape)
+        if mask is not None:
+            hit = bind(and_, hit, mask)
+        result.append((k, bind(select, hit, left, zero)))
+        if i + 1 < len(offsets):
+            left = bind(select, hit, zero, left)
+    return result
+
+
+def _others(ct, taps, offsets):
+    """Per window offset, `ct` times the product of the window's other elements (prefix times
+    suffix products over the offsets; padding and skipped offsets hold 1)."""
+    n = len(taps)
+    prefix, suffix = [None] * n, [None] * n
+    for i in range(1, n):
+        prev = prefix[i - 1]
+        prefix[i] = taps[i - 1] if prev is None else bind(mul, prev, taps[i - 1])
+        nxt = suffix[n - i]
+        suffix[n - 1 - i] = taps[n - i] if nxt is None else bind(mul, taps[n - i], nxt)
+    result = []
+    for k, pre, suf in zip(offsets, prefix, suffix):
+        others = pre if suf is None else suf if pre is None else bind(mul, pre, suf)
+        result.append((k, ct if others is None else bind(mul, ct, others)))
+    return result
+
+
+reduce_window.vjp = _reduce_window_vjp
+
+__all__ = ["conv", "reduce_window"]
