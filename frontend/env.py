@@ -1,26 +1,23 @@
-"""Process environment of an SPMD run (``flow.env``), as in OneFlow: this rank, the world size,
-the rank on this node, the number of nodes.
+"""`flow.env`: the process environment of an SPMD run, as in OneFlow (this rank, the world size,
+the rank on this node, the number of nodes; `barrier`, `abort`).
 
-A process started without a launcher is rank 0 of a world of size 1, and MPI is never imported.
-Under ``mpiexec`` (``flow-run -n N``, ``python -m flow.distributed.launch``) MPI is initialised
-when this module is imported, IREE's own MPI detection is disabled, and an uncaught exception on
-any rank prints its traceback and aborts every rank, so a failure never leaves the others
-waiting in a collective. Every collective is bounded (``flow.targets.faults``): a rank that
-waits longer than ``FLOW_COLLECTIVE_TIMEOUT`` seconds, or for a rank that has ended, names the
-collective and the ranks that did not arrive, and aborts every rank.
+Defined in `flow.distributed.env`, below the global tensors that read it; this module is its
+public name. A process started without a launcher is rank 0 of a world of size 1, and MPI is
+never imported.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import sys
-import tempfile
-import time
-import traceback
-from types import TracebackType
-from typing import Any
+from flow.distributed.env import (
+    abort,
+    barrier,
+    get_local_rank,
+    get_node_size,
+    get_rank,
+    get_world_size,
+    is_distributed,
+    prepare_iree_for_mpi,
+)
 
 __all__ = [
     "abort",
@@ -32,131 +29,3 @@ __all__ = [
     "is_distributed",
     "prepare_iree_for_mpi",
 ]
-
-# The launcher variables of flow.targets.collectives (a test checks they agree), repeated here so
-# that `import flow` loads neither the targets nor MPI when no launcher started the process.
-_LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
-_LAUNCHED = any(v in os.environ for v in _LAUNCHER_VARS)
-
-_rank, _world_size, _local_rank, _node_size = 0, 1, 0, 1
-
-
-def _mpi() -> Any:
-    from flow.targets.collectives import mpi
-
-    return mpi()
-
-
-def is_distributed() -> bool:
-    """Whether this process is one rank of a run started by an MPI launcher."""
-    return _LAUNCHED
-
-
-def get_rank() -> int:
-    """This process's rank in the world (0 without a launcher)."""
-    return _rank
-
-
-def get_world_size() -> int:
-    """The number of processes (1 without a launcher)."""
-    return _world_size
-
-
-def get_local_rank() -> int:
-    """This process's rank among the processes on its node."""
-    return _local_rank
-
-
-def get_node_size() -> int:
-    """The number of nodes (machines) the ranks run on."""
-    return _node_size
-
-
-def barrier() -> None:
-    """Wait until every rank reaches the barrier (nothing to wait for without a launcher).
-    Bounded like every collective (``FLOW_COLLECTIVE_TIMEOUT``; a rank that has ended is
-    noticed at once)."""
-    if _LAUNCHED:
-        from flow.targets import faults
-
-        with faults.watch("barrier", faults.group(faults.WORLD, range(_world_size))):
-            _mpi().COMM_WORLD.Barrier()
-
-
-def prepare_iree_for_mpi() -> None:
-    """Call before creating an IREE device yourself (``flow.targets`` does it for its own):
-    keeps IREE from trying, and failing, to load its own MPI library under a launcher."""
-    from flow.targets.collectives import prepare_iree_for_mpi as prepare
-
-    prepare()
-
-
-def abort(code: int = 1, reason: str = "") -> None:
-    """Flush output and end every rank with exit code ``code`` (this process only, without a
-    launcher); the launcher names this rank, and ``reason``'s last line, as ending the run."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # noqa: BLE001 -- a closed stream must not keep the others alive
-            pass
-    if _LAUNCHED:
-        from flow.targets import faults
-
-        faults.aborting(code, reason)
-        time.sleep(0.1)  # let mpiexec forward this rank's last output before it stops them all
-        _mpi().COMM_WORLD.Abort(code)
-    raise SystemExit(code)
-
-
-def _abort_on_uncaught(
-    etype: type[BaseException], value: BaseException, tb: TracebackType | None
-) -> None:
-    """sys.excepthook under a launcher: the rank's traceback, then abort all ranks."""
-    rank = f"[rank {_rank}] " if _world_size > 1 else ""
-    text = "".join(traceback.format_exception(etype, value, tb))
-    sys.stderr.write("".join(f"{rank}{line}\n" for line in text.rstrip("\n").split("\n")))
-    abort(1, text)
-
-
-def _attach_board(world: Any) -> str | None:
-    """Join the run's record of arrivals and endings (flow.targets.faults): the launcher's
-    (``FLOW_RUN_DIR``), or, under a plain ``mpiexec``, one that rank 0 makes for the run
-    (returned: rank 0 removes it once every rank has mapped it)."""
-    from flow.targets import faults
-
-    run_dir = os.environ.get(faults.RUN_DIR_ENV)
-    made = None
-    if not run_dir:
-        if world.rank == 0:
-            made = tempfile.mkdtemp(prefix="flow-run-")
-            faults.Board.create(made, world.size)
-        run_dir = world.bcast(made, root=0)
-    faults.attach(run_dir, world.rank, world.size)
-    atexit.register(faults.finished)  # before MPI's finalisation: no more collectives
-    return made
-
-
-def _init() -> None:
-    global _rank, _world_size, _local_rank, _node_size
-    prepare_iree_for_mpi()
-    MPI: Any = _mpi()
-    world = MPI.COMM_WORLD
-    _rank, _world_size = world.rank, world.size
-    made = _attach_board(world)
-    from flow.targets import faults
-
-    with faults.watch("init", faults.group(faults.WORLD, range(_world_size))):
-        node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
-        _local_rank = node.rank
-        _node_size = world.allreduce(1 if node.rank == 0 else 0)
-    node.Free()
-    if made:  # every rank has mapped the board: the mapping outlives the file
-        shutil.rmtree(made, ignore_errors=True)
-    from flow.targets.runtime import set_local_rank
-
-    set_local_rank(_local_rank)  # ranks of a node spread over its GPUs
-    sys.excepthook = _abort_on_uncaught
-
-
-if _LAUNCHED:
-    _init()

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from flow import env
 from flow.dialect.attrs import Sbp
 from flow.dialect.distributed import balanced_offset, balanced_split, local_shape, rank_groups
+from flow.distributed import env
 from flow.distributed.placement import GlobalInfo, NdSbp, coord, empty_shard, member, placement
 
 __all__ = ["box", "change_placement", "slice_to", "world_allgather", "world_bcast"]

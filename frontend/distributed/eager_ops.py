@@ -25,7 +25,6 @@ import numpy as np
 from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 
-from flow import env
 from flow.core import dtypes
 from flow.core.autograd import record
 from flow.core.errors import op_error, strip_op_prefix
@@ -33,6 +32,7 @@ from flow.core.tensor import Tensor
 from flow.dialect import sbp as sbp_rules
 from flow.dialect.attrs import Sbp
 from flow.dialect.distributed import local_shape
+from flow.distributed import env
 from flow.distributed.boxing import box, world_allgather
 from flow.distributed.placement import (
     GlobalInfo,

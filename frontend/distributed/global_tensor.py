@@ -18,12 +18,12 @@ from typing import Any
 
 import numpy as np
 
-from flow import env
 from flow.core.autograd import record
 from flow.core.errors import user_location
 from flow.core.tensor import Tensor
 from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
 from flow.dialect.distributed import RedistributeOp, local_shape, mesh_coord
+from flow.distributed import env
 from flow.distributed.boxing import box, change_placement, slice_to, world_allgather, world_bcast
 from flow.distributed.eager_ops import (  # re-exported until their callers import eager_ops
     creating_like,

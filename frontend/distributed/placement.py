@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 from xdsl.utils.exceptions import VerifyException
 
-from flow import env
 from flow.core.tensor import Size, Tensor
 from flow.dialect.attrs import PlacementAttr, Sbp
 from flow.dialect.distributed import mesh_coord
+from flow.distributed import env
 
 __all__ = [
     "GlobalInfo",

@@ -101,7 +101,7 @@ def test_enclosing_launch_variables_are_not_passed_on():
 
 
 def test_env_and_targets_agree_on_launcher_variables():
-    import flow.env
+    import flow.distributed.env
     from flow.targets import collectives
 
-    assert flow.env._LAUNCHER_VARS == collectives._LAUNCHER_VARS
+    assert flow.distributed.env._LAUNCHER_VARS == collectives._LAUNCHER_VARS
