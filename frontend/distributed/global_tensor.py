@@ -25,15 +25,7 @@ from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
 from flow.dialect.distributed import RedistributeOp, local_shape, mesh_coord
 from flow.distributed import env
 from flow.distributed.boxing import box, change_placement, slice_to, world_allgather, world_bcast
-from flow.distributed.eager_ops import (  # re-exported until their callers import eager_ops
-    creating_like,
-    creation_placement,
-    eager_create,
-    global_bind,
-    global_create,
-    mark_constant,
-    propagate_constant,
-)
+from flow.distributed.eager_ops import mark_constant  # re-exported: ops/ imports it from here
 from flow.distributed.placement import (
     GlobalInfo,
     NdSbp,
@@ -50,34 +42,17 @@ from flow.distributed.placement import (
 )
 
 __all__ = [
-    "GlobalInfo",
-    "placement",
-    "sbp",
     "to_global",
     "to_global_",
     "to_local",
     "global_numpy",
     "from_global_value",
     "grad_to_leaf",
-    "is_global",
-    "global_info",
-    "make_global",
-    "empty_shard",
-    # eager_ops, re-exported:
-    "global_bind",
-    "creating_like",
-    "creation_placement",
-    "eager_create",
-    "global_create",
+    # re-exported while flow/__init__.py and ops/ import them from here:
+    "placement",
+    "sbp",
     "mark_constant",
-    "propagate_constant",
 ]
-
-# The old private names, until their callers (nn/_pipeline.py, compile/) use global_info,
-# make_global and empty_shard.
-_info = global_info
-_make_global = make_global
-_empty = empty_shard
 
 # --------------------------------------------------------------------------- to_global / to_local
 
