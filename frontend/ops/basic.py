@@ -71,6 +71,7 @@ def numel(input: Tensor) -> int:
 
 
 def shape_arg(op: str, size) -> tuple[int, ...]:
+    """A creation op's `*size`: `f(2, 3)` or `f((2, 3))`, non-negative ints."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:
@@ -122,6 +123,7 @@ def ones_like(x: Tensor, dtype=None) -> Tensor:
 
 
 def as_tensor(x) -> Tensor:
+    """`x` itself when it is a Tensor, else `flow.tensor(x)` (how ops accept lists and numbers)."""
     return x if isinstance(x, Tensor) else tensor(x)
 
 

@@ -29,6 +29,7 @@ def _conv_padding(
     pads = _ntuple(op, "padding", padding, n, 0)
     return tuple((p, p) for p in pads)
 
+
 def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
     x = _spatial_input(op, input, n, float_only=True)
     w = as_tensor(weight)
@@ -77,13 +78,16 @@ def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, group
         out = out + reshape(b, 1, c_out, *(1,) * n)
     return reshape(out, *out.shape[1:]) if unbatched else out
 
+
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """1-D convolution of (N, C_in, L) or (C_in, L) with (C_out, C_in / groups, kL)."""
     return _conv("conv1d", 1, input, weight, bias, stride, padding, dilation, groups)
 
+
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """2-D convolution of (N, C_in, H, W) or (C_in, H, W) with (C_out, C_in / groups, kH, kW)."""
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
+
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
     """3-D convolution of (N, C_in, D, H, W) or unbatched input with (C_out, C_in / groups, kD,

@@ -23,11 +23,13 @@ def _number(op: str, what: str, v):
         raise op_error(op, f"expected a number for {what}, got {v!r}", cls=TypeError)
     return v.item() if isinstance(v, np.generic) else v
 
+
 def _compute_dtype(dt: _dtypes.dtype) -> _dtypes.dtype:
     """Half-precision values are computed in float32, integers in int64, then cast."""
     if dt.is_floating_point:
         return dt if dt in (_dtypes.float32, _dtypes.float64) else _dtypes.float32
     return _dtypes.int64
+
 
 def arange(start=0, end=None, step=1, *, dtype=None, placement=None, sbp=None) -> Tensor:
     """`[start, start + step, ...)` below `end`: ceil((end - start) / step) values; int64 when
@@ -61,6 +63,7 @@ def arange(start=0, end=None, step=1, *, dtype=None, placement=None, sbp=None) -
         out = O.add(out, start)
     return O.globalize(O.to(out, dt), placement, sbp)
 
+
 def linspace(start, end, steps: int, *, dtype=None) -> Tensor:
     """`steps` evenly spaced values from `start` to `end` inclusive (float32 by default).
 
@@ -81,6 +84,7 @@ def linspace(start, end, steps: int, *, dtype=None) -> Tensor:
     down = O.sub(end, O.mul(O.sub(steps - 1, i), step))
     return O.to(O.where(O.lt(i, steps // 2), up, down), dt)
 
+
 def eye(n: int, m: int | None = None, *, dtype=None) -> Tensor:
     """An n x m matrix with ones on the diagonal (float32 by default)."""
     n = _int("eye", "n", n)
@@ -91,6 +95,7 @@ def eye(n: int, m: int | None = None, *, dtype=None) -> Tensor:
     rows = bind(P.iota, dim=0, shape=(n, m), dtype=_dtypes.int64)
     cols = bind(P.iota, dim=1, shape=(n, m), dtype=_dtypes.int64)
     return O.to(O.eq(rows, cols), dt)
+
 
 def full_like(input: Tensor, fill_value, *, dtype=None) -> Tensor:
     """A tensor of `input`'s shape (and dtype, unless given) filled with `fill_value`."""

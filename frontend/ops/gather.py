@@ -47,6 +47,7 @@ def gather(input: Tensor, dim: int, index: Tensor, *, sparse_grad: bool = False)
     checks.check_bounds("gather", idx, x.shape[d], d, negative_ok=False)
     return bind(P.gather, x, idx, dim=d)
 
+
 def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Tensor:
     """Gather along `dim` after broadcasting input and indices in the other dims; with no dim,
     over the flattened tensors."""
@@ -66,6 +67,7 @@ def take_along_dim(input: Tensor, indices: Tensor, dim: int | None = None) -> Te
     idx = O.broadcast_to(idx, [idx.shape[d] if j == d else s for j, s in enumerate(common)])
     return gather(x, d, idx)
 
+
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries `index` (a 1-D integer tensor) of dim `dim`, in that order."""
     values = _concrete(index)
@@ -82,6 +84,7 @@ def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     else:
         checks.check_bounds("index_select", idx, x.shape[d], d, negative_ok=False)
     return _take(x, d, O.reshape(_as_index(idx, x.shape[d]), idx.numel()))
+
 
 def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` (num_embeddings x dim) at the integer `input`: shape input.shape + [dim].
@@ -109,6 +112,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None) -> 
     rows = _Lookup.apply(w, flat, pad_row) if w.requires_grad else _take(w, 0, flat)
     return O.reshape(rows, *idx.shape, w.shape[1])
 
+
 class _Lookup(Function):
     """Row lookup whose backward is one matmul, onehot(ids)^T @ grad (not a gather VJP
     over every embedding dim); the padding row gets no gradient, like PyTorch."""
@@ -129,6 +133,7 @@ class _Lookup(Function):
         if ctx.pad_row is not None:
             hits = O.where(O.ne(rows, ctx.pad_row), hits, False)
         return O.matmul(O.to(hits, grad.dtype), grad), None, None
+
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 tensor of shape `tensor.shape + [num_classes]` with 1 at each class index.

@@ -33,16 +33,19 @@ def _int(op: str, what: str, value) -> int:
         raise op_error(op, f"expected an int {what}, got {value!r}", cls=TypeError)
     return int(value)
 
+
 def _ints(op: str, what: str, values) -> tuple[int, ...]:
     if not isinstance(values, (list, tuple)):
         return (_int(op, what, values),)
     return tuple(_int(op, what, v) for v in values)
+
 
 def _varargs(sizes: tuple) -> tuple:
     """`f(x, 1, 2)` and `f(x, (1, 2))` both mean (1, 2), as in PyTorch."""
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         return tuple(sizes[0])
     return sizes
+
 
 def _dim_of(op: str, x: Tensor, dim) -> int:
     """`dim` normalized for `x`, which must have at least one dim."""
@@ -65,11 +68,13 @@ def _take(x: Tensor, dim: int, index: Tensor) -> Tensor:
         index = bind(P.broadcast_in_dim, index, dims=(dim,), shape=tuple(shape))
     return bind(P.gather, x, index, dim=dim)
 
+
 def _concrete(x) -> np.ndarray | None:
     """The value of a static index (list, array, eager tensor outside a trace), else None."""
     if isinstance(x, Tensor):
         return x.numpy() if x._data is not None and current_trace() is None else None
     return np.asarray(x)
+
 
 def _check_in_range(op: str, values: np.ndarray, n: int, dim: int, negative_ok: bool) -> None:
     lo = -n if negative_ok else 0
@@ -81,11 +86,13 @@ def _check_in_range(op: str, values: np.ndarray, n: int, dim: int, negative_ok: 
             cls=IndexError,
         )
 
+
 def _index_tensor(op: str, index, what: str = "index") -> Tensor:
     t = O.as_tensor(index)
     if t.dtype.kind != 1:
         raise op_error(op, f"expected an integer {what} tensor, got {t.dtype!r}", cls=TypeError)
     return t
+
 
 def _index_dtype(indices, extent: int):
     """The integer dtype index arithmetic runs in: int32 when every index tensor is int32 and
@@ -94,6 +101,7 @@ def _index_dtype(indices, extent: int):
     zero-extended from workgroup memory, so negative indices came out wrong."""
     int32 = all(t.dtype is _dtypes.int32 for t in indices) and extent < 2**31
     return _dtypes.int32 if int32 else _dtypes.int64
+
 
 def _as_index(t: Tensor, extent: int) -> Tensor:
     """`t` in the dtype of `_index_dtype` (no cast when it is already that)."""
@@ -144,6 +152,7 @@ def _classify(op: str, item):
         cls=IndexError,
     )
 
+
 def _expand_key(op: str, x: Tensor, key) -> list[tuple[str, object, int]]:
     """The index entries as (kind, value, dim of x) with `...` expanded and masks as arrays."""
     items = [_classify(op, k) for k in (key if isinstance(key, tuple) else (key,))]
@@ -193,6 +202,7 @@ def _expand_key(op: str, x: Tensor, key) -> list[tuple[str, object, int]]:
             dim += kind in ("int", "slice", "array")
     return out
 
+
 def getitem(x: Tensor, key) -> Tensor:
     """`x[key]` with numpy's rules: basic indexing is one slice + reshape; integer arrays
     (lists, arrays, tensors; broadcast together) and boolean masks gather.
@@ -239,6 +249,7 @@ def getitem(x: Tensor, key) -> Tensor:
     if empty_new:
         y = slice_dims(y, {d: (0, 0, 1) for d in empty_new})
     return _advanced(op, y, arrays) if arrays else y
+
 
 def _advanced(op: str, y: Tensor, arrays: list[tuple[int, object, int]]) -> Tensor:
     """Integer-array indexing of `y` on the dims in `arrays` (numpy's placement rule).
@@ -301,11 +312,13 @@ def _advanced(op: str, y: Tensor, arrays: list[tuple[int, object, int]]) -> Tens
     flat = O.reshape(y, *pre, math.prod(sizes), *post)
     return O.reshape(_take(flat, len(pre), index), *pre, *bshape, *post)
 
+
 def iter_(x: Tensor):
     """Iterate over the first dim, like a sequence of `x[i]`."""
     if x.ndim == 0:
         raise TypeError("iteration over a 0-d tensor")
     return (getitem(x, i) for i in range(x.shape[0]))
+
 
 def masked_fill(input: Tensor, mask: Tensor, value) -> Tensor:
     """`value` where the bool `mask` (broadcast against input) is true, else `input`."""

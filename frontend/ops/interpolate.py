@@ -32,12 +32,14 @@ def _repeat(x: Tensor, axis: int, factor: int) -> Tensor:
     y = broadcast_to(y, (*shape[: axis + 1], factor, *shape[axis + 1 :]))
     return reshape(y, *shape[:axis], shape[axis] * factor, *shape[axis + 1 :])
 
+
 def _take_strided(x: Tensor, axis: int, step: int) -> Tensor:
     """Elements `0, step, 2 * step, ...` along `axis` (a window of one with a stride)."""
     ones = (1,) * x.ndim
     strides = tuple(step if i == axis else 1 for i in range(x.ndim))
     return bind(P.reduce_window, x, kind="max", window=ones, strides=strides, dilations=ones,
                 padding=((0, 0),) * x.ndim)  # fmt: skip
+
 
 def _gather(x: Tensor, axis: int, index: np.ndarray) -> Tensor:
     """`x` indexed along `axis` by a host index vector, by the cheapest exact route."""
@@ -64,6 +66,7 @@ def _inverse_scale(size: int, out: int, scale: float | None, dt) -> np.floating:
         return dt(1.0 / scale)
     return dt(size) / dt(out)
 
+
 def _nearest_index(size: int, out: int, scale: float | None, mode: str, n: int, dt) -> np.ndarray:
     """Source index per output index as PyTorch's CPU kernels compute it: `floor(i * ratio)`,
     or for nearest-exact `floor(max(ratio * (i + 0.5) - 0.5, 0) + 0.5)`, in dtype `dt` with
@@ -82,6 +85,7 @@ def _nearest_index(size: int, out: int, scale: float | None, mode: str, n: int, 
         src = np.floor((ratio * o).astype(np.float32))
     return np.minimum(src.astype(np.int64), size - 1)
 
+
 def _source_coords(size, out, scale, align_corners, cubic, dt) -> np.ndarray:
     """PyTorch's `area_pixel_compute_source_index` for every output index, in dtype `dt`."""
     o = np.arange(out).astype(dt)
@@ -91,11 +95,13 @@ def _source_coords(size, out, scale, align_corners, cubic, dt) -> np.ndarray:
     src = (_inverse_scale(size, out, scale, dt) * (o + dt(0.5)) - dt(0.5)).astype(dt)
     return src if cubic else np.maximum(src, dt(0))
 
+
 def _guard(src: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Integer part (at most size - 1) and fraction (in [0, 1]) of source coordinates."""
     i0 = np.minimum(np.floor(src).astype(np.int64), size - 1)
     frac = np.clip(src - i0.astype(src.dtype), 0, 1).astype(src.dtype)
     return i0, frac
+
 
 def _linear_matrix(size, out, scale, align_corners, dt) -> np.ndarray:
     m = np.zeros((out, size), dt)
@@ -108,6 +114,7 @@ def _linear_matrix(size, out, scale, align_corners, dt) -> np.ndarray:
     np.add.at(m, (o, i0), (dt(1) - lam1).astype(dt))
     np.add.at(m, (o, i1), lam1)
     return m
+
 
 def _cubic_matrix(size, out, scale, align_corners, dt) -> np.ndarray:
     """Keys' cubic convolution (A = -0.75) with clamped source indices, as PyTorch."""
@@ -128,9 +135,11 @@ def _cubic_matrix(size, out, scale, align_corners, dt) -> np.ndarray:
         np.add.at(m, (o, np.clip(i0 - 1 + j, 0, size - 1)), c.astype(dt))
     return m
 
+
 _MODE_RANKS = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}
 
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
+
 
 def _interp_sizes(op, x, n, size, scale_factor, recompute_scale_factor, allow_empty):
     """Output sizes and the scales the coordinate maps use (None: in / out)."""
@@ -214,13 +223,16 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             y = _along(y, 2 + i, m)
     return y
 
+
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None) -> Tensor:
     """`interpolate` under its older name."""
     return interpolate(input, size, scale_factor, mode, align_corners)
 
+
 def upsample_nearest(input, size=None, scale_factor=None) -> Tensor:
     """Nearest-neighbour upsampling (`interpolate(mode="nearest")`)."""
     return interpolate(input, size, scale_factor, mode="nearest")
+
 
 def upsample_bilinear(input, size=None, scale_factor=None) -> Tensor:
     """Bilinear upsampling with `align_corners=True`, as PyTorch's deprecated helper does."""

@@ -21,12 +21,14 @@ def bmm(input, mat2) -> Tensor:
         raise op_error("bmm", f"batch sizes differ: {a.shape[0]} and {b.shape[0]}")
     return matmul(a, b)
 
+
 def mv(input, vec) -> Tensor:
     a, v = as_tensor(input), as_tensor(vec)
     if a.ndim != 2 or v.ndim != 1:
         raise op_error("mv", f"expected a matrix and a vector, got shapes {list(a.shape)} and "
                              f"{list(v.shape)}")  # fmt: skip
     return matmul(a, v)
+
 
 def dot(input, other) -> Tensor:
     a, b = as_tensor(input), as_tensor(other)
@@ -36,8 +38,10 @@ def dot(input, other) -> Tensor:
         )
     return matmul(a, b)
 
+
 def outer(input, vec2) -> Tensor:
     return mul(unsqueeze(as_tensor(input), 1), unsqueeze(as_tensor(vec2), 0))
+
 
 def einsum(equation: str, *operands) -> Tensor:
     """Einstein summation for one or more operands, by transposes, sums and batched matmuls.
@@ -89,6 +93,7 @@ def einsum(equation: str, *operands) -> Tensor:
     acc, acc_s = _sum_out(acc, acc_s, set(out))
     return permute(acc, *[acc_s.index(c) for c in out]) if acc_s != out else acc
 
+
 def _ellipsis_dims(spec: str, t: Tensor, equation: str) -> int:
     """How many dims the `...` of an operand spec stands for."""
     if "..." not in spec:
@@ -98,11 +103,13 @@ def _ellipsis_dims(spec: str, t: Tensor, equation: str) -> int:
         raise op_error("einsum", f"operand {spec!r} has more labels than dims in {equation!r}")
     return n
 
+
 def _sum_out(t: Tensor, s: str, keep: set[str]) -> tuple[Tensor, str]:
     drop = [i for i, c in enumerate(s) if c not in keep]
     if not drop:
         return t, s
     return _sum(t, drop), "".join(c for c in s if c in keep)
+
 
 def _contract(a, sa, b, sb, rest, sizes) -> tuple[Tensor, str]:
     """Contract two labelled operands into one whose labels are those still needed."""

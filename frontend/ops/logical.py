@@ -18,11 +18,13 @@ def isnan(input) -> Tensor:
         return full(x.shape, False, _dtypes.bool_)
     return ne(x, x)
 
+
 def isinf(input) -> Tensor:
     x = as_tensor(input)
     if not x.dtype.is_floating_point:
         return full(x.shape, False, _dtypes.bool_)
     return eq(_abs(x), float("inf"))
+
 
 def isfinite(input) -> Tensor:
     x = as_tensor(input)
@@ -30,24 +32,30 @@ def isfinite(input) -> Tensor:
         return full(x.shape, True, _dtypes.bool_)
     return lt(_abs(x), float("inf"))
 
+
 def _bool(x) -> Tensor:
     return to(as_tensor(x), _dtypes.bool_)
+
 
 def logical_and(input, other) -> Tensor:
     a, b = promote("logical_and", _bool(input), _bool(other))
     return bind(P.and_, a, b)
 
+
 def logical_or(input, other) -> Tensor:
     a, b = promote("logical_or", _bool(input), _bool(other))
     return bind(P.or_, a, b)
+
 
 def logical_xor(input, other) -> Tensor:
     a, b = promote("logical_xor", _bool(input), _bool(other))
     return bind(P.xor, a, b)
 
+
 def logical_not(input) -> Tensor:
     x = _bool(input)
     return bind(P.xor, x, full(x.shape, True, _dtypes.bool_))
+
 
 def _bitwise(name: str, prim):
     def fn(input, other) -> Tensor:
@@ -61,11 +69,13 @@ def _bitwise(name: str, prim):
     fn.__name__ = name
     return fn
 
+
 bitwise_and = _bitwise("bitwise_and", P.and_)
 
 bitwise_or = _bitwise("bitwise_or", P.or_)
 
 bitwise_xor = _bitwise("bitwise_xor", P.xor)
+
 
 def bitwise_not(input) -> Tensor:
     x = as_tensor(input)

@@ -37,12 +37,14 @@ from flow.primitives.registry import bind
 
 _NO_F64_KERNEL = {"sin", "cos", "tan", "asin", "acos", "atan", "atan2", "erf", "rem"}
 
+
 def _check_f64(op: str, prim, x: Tensor) -> None:
     """Refuse, inside flow.jit, an f64 op that compiled code could only do in f32."""
     if x.dtype is _dtypes.float64 and prim.name in _NO_F64_KERNEL and current_trace():
         raise op_error(op, "float64 is not supported in compiled code (the cpu backend has no "
                            "f64 kernel for it); use float32, or call it outside flow.jit",
                        cls=NotImplementedError)  # fmt: skip
+
 
 def _float_unary(prim):
     def fn(input) -> Tensor:
@@ -56,6 +58,7 @@ def _float_unary(prim):
     fn.__doc__ = f"Elementwise {prim.name} (integer inputs are converted to float32)."
     return fn
 
+
 sin, cos, tan = _float_unary(P.sin), _float_unary(P.cos), _float_unary(P.tan)
 
 asin, acos, atan = _float_unary(P.asin), _float_unary(P.acos), _float_unary(P.atan)
@@ -68,6 +71,7 @@ log2, log10 = _float_unary(P.log2), _float_unary(P.log10)
 
 arcsin, arccos, arctan = asin, acos, atan
 
+
 def _rounding(prim):
     def fn(input) -> Tensor:
         x = as_tensor(input)
@@ -77,9 +81,11 @@ def _rounding(prim):
     fn.__doc__ = f"Elementwise {prim.name}; integer tensors are returned unchanged."
     return fn
 
+
 floor, ceil, trunc = _rounding(P.floor), _rounding(P.ceil), _rounding(P.trunc)
 
 fix = trunc
+
 
 def round(input, decimals: int = 0) -> Tensor:  # noqa: A001
     """Round half to even (like torch.round), optionally to `decimals` decimal places."""
@@ -91,12 +97,15 @@ def round(input, decimals: int = 0) -> Tensor:  # noqa: A001
     scale = 10.0**decimals
     return div(bind(P.round_, mul(x, scale)), scale)
 
+
 def atan2(input, other) -> Tensor:
     a, b = promote("atan2", input, other, float_result=True)
     _check_f64("atan2", P.atan2, a)
     return bind(P.atan2, a, b)
 
+
 arctan2 = atan2
+
 
 def fmod(input, other) -> Tensor:
     """Remainder with the sign of the dividend (C fmod)."""
@@ -104,6 +113,7 @@ def fmod(input, other) -> Tensor:
     _no_bool("fmod", a)
     _check_f64("fmod", P.rem, a)
     return bind(P.rem, a, b)
+
 
 def remainder(input, other) -> Tensor:
     """Python-style modulus: the result has the sign of the divisor."""
@@ -114,6 +124,7 @@ def remainder(input, other) -> Tensor:
     zero = full(r.shape, 0, r.dtype)
     fix_sign = bind(P.and_, ne(r, zero), ne(lt(r, zero), lt(b, zero)))
     return where(fix_sign, r + b, r)
+
 
 def floor_divide(input, other) -> Tensor:
     """Division rounded toward negative infinity (torch.floor_divide)."""
@@ -127,16 +138,20 @@ def floor_divide(input, other) -> Tensor:
     adjust = bind(P.and_, ne(r, zero), ne(lt(r, zero), lt(b, zero)))
     return where(adjust, q - 1, q)
 
+
 def _no_bool(op: str, x: Tensor) -> None:
     if x.dtype is _dtypes.bool_:
         raise op_error(op, "is not defined for bool tensors", cls=TypeError)
 
+
 def reciprocal(input) -> Tensor:
     return div(1, input)
+
 
 def square(input) -> Tensor:
     x = as_tensor(input)
     return mul(x, x)
+
 
 def sign(input) -> Tensor:
     """-1, 0 or 1 by sign (NaN stays NaN); bool tensors are returned unchanged."""
@@ -150,12 +165,14 @@ def sign(input) -> Tensor:
     # zeros only through a select like this one.)
     return where(gt(x, zero), one, where(lt(x, zero), -one, x))
 
+
 def sigmoid(input) -> Tensor:
     """1 / (1 + exp(-x)), computed as 0.5 * (1 + tanh(x / 2)) so it never overflows."""
     x = as_tensor(input)
     if not x.dtype.is_floating_point:
         x = to(x, _dtypes.DEFAULT_FLOAT)
     return mul(bind(P.tanh, mul(x, 0.5)) + 1, 0.5)
+
 
 def clamp(input, min=None, max=None) -> Tensor:  # noqa: A002
     """Limit to [min, max] (tensors or numbers; NaN stays NaN)."""
@@ -168,10 +185,13 @@ def clamp(input, min=None, max=None) -> Tensor:  # noqa: A002
         x = minimum(x, max)
     return x
 
+
 clip = clamp
+
 
 def clamp_min(input, min) -> Tensor:  # noqa: A002
     return clamp(input, min=min)
+
 
 def clamp_max(input, max) -> Tensor:  # noqa: A002
     return clamp(input, max=max)

@@ -74,7 +74,9 @@ def cat(tensors, dim: int = 0) -> Tensor:
         return O.to(ref, dt)
     return bind(P.concat, *(O.to(t, dt) for _, t in parts), dim=d)
 
+
 concat = concatenate = cat
+
 
 def stack(tensors, dim: int = 0) -> Tensor:
     """Join equal-shaped tensors along a new dim `dim`."""
@@ -110,6 +112,7 @@ def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
         raise op_error("narrow", f"start ({start}) + length ({length}) exceeds dim {d} of size {n}")
     return slice_dim(x, d, start, length)
 
+
 def select(input: Tensor, dim: int, index: int) -> Tensor:
     """`x[..., index, ...]` along `dim` (the dim is removed)."""
     x = O.as_tensor(input)
@@ -121,6 +124,7 @@ def select(input: Tensor, dim: int, index: int) -> Tensor:
         )
     out = slice_dim(x, d, i % n, 1)
     return O.reshape(out, *(s for j, s in enumerate(out.shape) if j != d))
+
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:
     """Pieces of `split_size` along `dim` (the last may be smaller), or of the given sizes."""
@@ -150,6 +154,7 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor,
         at += s
     return tuple(out)
 
+
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """`chunks` pieces of size ceil(n / chunks) (fewer when that covers the dim sooner)."""
     x = O.as_tensor(input)
@@ -161,6 +166,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     if n == 0:
         return split(x, [0] * chunks, d)
     return split(x, -(-n // chunks), d)
+
 
 def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
     """The slices along `dim`, with that dim removed."""
@@ -178,11 +184,13 @@ def _dim_list(op: str, dims, ndim: int) -> tuple[int, ...]:
         raise op_error(op, f"dims {list(_ints(op, 'dim', dims))} contain duplicates")
     return out
 
+
 def flip(input: Tensor, *dims) -> Tensor:
     """Reverse the order of elements along `dims` (one negative-stride slice)."""
     x = O.as_tensor(input)
     ds = _dim_list("flip", _varargs(dims), x.ndim)
     return slice_dims(x, {d: (x.shape[d] - 1, x.shape[d], -1) for d in ds if x.ndim})
+
 
 def roll(input: Tensor, shifts, dims=None) -> Tensor:
     """Shift elements along `dims` cyclically; with no dims, over the flattened tensor."""
@@ -204,6 +212,7 @@ def roll(input: Tensor, shifts, dims=None) -> Tensor:
             x = bind(P.concat, slice_dim(x, d, n - s, s), slice_dim(x, d, 0, n - s), dim=d)
     return x
 
+
 def movedim(input: Tensor, source, destination) -> Tensor:
     """Move dims `source` to positions `destination`; the others keep their order."""
     x = O.as_tensor(input)
@@ -221,6 +230,7 @@ def movedim(input: Tensor, source, destination) -> Tensor:
     rest = iter(d for d in range(x.ndim) if d not in src)
     perm = [p if p >= 0 else next(rest) for p in perm]
     return O.permute(x, *perm)
+
 
 def repeat(input: Tensor, *sizes) -> Tensor:
     """Tile `x` `sizes[d]` times along each dim (leading sizes add new dims)."""
@@ -245,6 +255,7 @@ def repeat(input: Tensor, *sizes) -> Tensor:
         shape=tuple(wide),
     )
     return O.reshape(y, *(r * s for r, s in zip(reps, shape)))
+
 
 def tile(input: Tensor, dims) -> Tensor:
     """`repeat`, with missing leading counts taken as 1."""
@@ -276,7 +287,9 @@ def _edges(x: Tensor, d: int, lo: int, hi: int, mode: str) -> Tensor:
     parts = [p for p in (left, x, right) if p.shape[d] or p is x]
     return parts[0] if len(parts) == 1 else bind(P.concat, *parts, dim=d)
 
+
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
+
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value=None) -> Tensor:
     """`torch.nn.functional.pad`: `pad` lists (before, after) pairs from the last dim backwards.
@@ -313,7 +326,9 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value=None) -
         high = tuple(builtins.max(per_dim.get(d, (0, 0))[1], 0) for d in range(x.ndim))
         if not any(low) and not any(high):
             return x
-        return bind(P.pad, x, low=low, high=high, value=0 if value is None else value, dtype=x.dtype)
+        return bind(
+            P.pad, x, low=low, high=high, value=0 if value is None else value, dtype=x.dtype
+        )
     if value is not None and value != 0:
         raise op_error("pad", f"padding mode {mode!r} doesn't take a value argument")
     for d, (lo, hi) in sorted(per_dim.items()):
@@ -332,6 +347,7 @@ def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value=None) -
         if lo or hi:
             x = _edges(x, d, lo, hi, mode)
     return x
+
 
 def _method_flip(self: Tensor, *dims) -> Tensor:
     return flip(self, *dims)

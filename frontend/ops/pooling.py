@@ -31,6 +31,7 @@ def _pool_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> in
         out -= 1
     return out
 
+
 def _pool(op: str, n: int, kind: str, x: Tensor, kernel_size, stride, padding, dilation,
           ceil_mode: bool) -> tuple[Tensor, list[tuple[int, int, int, int, int]]]:  # fmt: skip
     """The windowed `kind` reduction of a checked input, and per spatial dim (size, out, k, s, p)."""
@@ -55,6 +56,7 @@ def _pool(op: str, n: int, kind: str, x: Tensor, kernel_size, stride, padding, d
              dilations=(1,) * lead + d, padding=((0, 0),) * lead + tuple(pads))  # fmt: skip
     return y, list(zip(sizes, outs, k, s, p))
 
+
 def _max_pool(op: str, n: int, input, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices) -> Tensor:  # fmt: skip
     if return_indices:
@@ -63,11 +65,13 @@ def _max_pool(op: str, n: int, input, kernel_size, stride, padding, dilation, ce
     x = _spatial_input(op, input, n, float_only=False)
     return _pool(op, n, "max", x, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
+
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False) -> Tensor:  # fmt: skip
     """1-D max pooling of (N, C, L) or (C, L); padding never wins (it is -inf)."""
     return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)  # fmt: skip
+
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False) -> Tensor:  # fmt: skip
@@ -75,11 +79,13 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)  # fmt: skip
 
+
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False) -> Tensor:  # fmt: skip
     """3-D max pooling of (N, C, D, H, W) or (C, D, H, W)."""
     return _max_pool("max_pool3d", 3, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)  # fmt: skip
+
 
 def _avg_divisor(size: int, out: int, k: int, s: int, p: int, include_pad: bool) -> np.ndarray:
     """PyTorch's per-window element count along one dim: the window clipped to the padded
@@ -89,6 +95,7 @@ def _avg_divisor(size: int, out: int, k: int, s: int, p: int, include_pad: bool)
     if include_pad:
         return end - start
     return np.minimum(end, size) - np.maximum(start, 0)
+
 
 def _avg_pool(op: str, n: int, input, kernel_size, stride, padding, ceil_mode,
               count_include_pad, divisor_override) -> Tensor:  # fmt: skip
@@ -110,17 +117,20 @@ def _avg_pool(op: str, n: int, input, kernel_size, stride, padding, ceil_mode,
         return div(total, int(divisor_override))
     return _scaled(total, [_avg_divisor(*d, count_include_pad) for d in dims])
 
+
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True) -> Tensor:  # fmt: skip
     """1-D average pooling of (N, C, L) or (C, L)."""
     return _avg_pool("avg_pool1d", 1, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, None)  # fmt: skip
 
+
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None) -> Tensor:  # fmt: skip
     """2-D average pooling of (N, C, H, W) or (C, H, W)."""
     return _avg_pool("avg_pool2d", 2, input, kernel_size, stride, padding, ceil_mode,
                      count_include_pad, divisor_override)  # fmt: skip
+
 
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None) -> Tensor:  # fmt: skip
@@ -136,6 +146,7 @@ def _window_bounds(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     """Adaptive pooling windows: start = floor(i * L / out), end = ceil((i + 1) * L / out)."""
     i = np.arange(out)
     return (i * size) // out, -((-(i + 1) * size) // out)
+
 
 def _adaptive_avg(x: Tensor, n: int, outs: Sequence[int]) -> Tensor:
     """Average over PyTorch's adaptive windows of the last `n` dims of `x`."""
@@ -160,6 +171,7 @@ def _adaptive_avg(x: Tensor, n: int, outs: Sequence[int]) -> Tensor:
             y = _along(y, lead + i, m)
     return _scaled(y, counts)
 
+
 def _adaptive(op: str, n: int, input, output_size) -> Tensor:
     x = _spatial_input(op, input, n, float_only=True)
     sizes = output_size if isinstance(output_size, (tuple, list)) else [output_size]
@@ -174,14 +186,17 @@ def _adaptive(op: str, n: int, input, output_size) -> Tensor:
         raise op_error(op, f"expected output_size >= 0, got {output_size!r}")
     return _adaptive_avg(x, n, outs)
 
+
 def adaptive_avg_pool1d(input, output_size) -> Tensor:
     """Average pooling of (N, C, L) or (C, L) to length `output_size` over PyTorch's adaptive
     windows (they overlap when L is not a multiple of the output size)."""
     return _adaptive("adaptive_avg_pool1d", 1, input, output_size)
 
+
 def adaptive_avg_pool2d(input, output_size) -> Tensor:
     """Adaptive average pooling of (N, C, H, W) or (C, H, W); `None` keeps a dim's size."""
     return _adaptive("adaptive_avg_pool2d", 2, input, output_size)
+
 
 def adaptive_avg_pool3d(input, output_size) -> Tensor:
     """Adaptive average pooling of (N, C, D, H, W) or (C, D, H, W); `None` keeps a dim."""

@@ -57,6 +57,7 @@ def _reduced_count(x: Tensor, dim) -> int:
         n *= x.shape[d]
     return n
 
+
 def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     """Variance with Bessel's correction by default (`correction=1`, or `unbiased=False` → 0)."""
     x = as_tensor(input)
@@ -69,14 +70,18 @@ def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=Non
     sq = _sum(mul(centered, centered), dim, keepdim)
     return div(sq, builtins.max(n - correction, 0))
 
+
 def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
     return bind(P.sqrt, var(input, dim, unbiased, keepdim, correction=correction))
+
 
 def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     return var(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
 
+
 def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
     return std(input, dim, unbiased, keepdim, correction=correction), mean(input, dim, keepdim)
+
 
 def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
     """log(sum(exp(x))) computed stably by factoring out the max (±inf rows handled)."""
@@ -92,18 +97,22 @@ def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
         out = reshape(out, *(s for i, s in enumerate(out.shape) if i not in dims))
     return out
 
+
 def all(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     x = _bool(input)
     dims_arg("all", dim, x.ndim)  # named as called (amin/amax check it too)
     return eq(amin(to(x, _dtypes.int8), dim, keepdim), 1)
+
 
 def any(input, dim=None, keepdim: bool = False) -> Tensor:  # noqa: A001
     x = _bool(input)
     dims_arg("any", dim, x.ndim)  # named as called (amin/amax check it too)
     return eq(amax(to(x, _dtypes.int8), dim, keepdim), 1)
 
+
 def count_nonzero(input, dim=None) -> Tensor:
     return _sum(to(ne(as_tensor(input), 0), _dtypes.int64), dim)
+
 
 def norm(input, p=2, dim=None, keepdim: bool = False) -> Tensor:
     """Vector p-norm (p = 1, 2, inf, -inf, or any positive number) over `dim`."""
@@ -130,8 +139,10 @@ def norm(input, p=2, dim=None, keepdim: bool = False) -> Tensor:
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 """What max/min/sort/topk with a dim return (like torch.return_types)."""
 
+
 def _positions(x: Tensor, dim: int) -> Tensor:
     return bind(P.iota, dim=dim, shape=tuple(x.shape), dtype=_dtypes.int64)
+
 
 def _arg_extreme(op: str, x: Tensor, dim, keepdim: bool, largest: bool) -> Tensor:
     x = as_tensor(x)
@@ -150,17 +161,21 @@ def _arg_extreme(op: str, x: Tensor, dim, keepdim: bool, largest: bool) -> Tenso
     big = x.shape[d] if x.ndim else 1
     return amin(where(hit, pos, big), d if x.ndim else None, keepdim)
 
+
 def argmax(input, dim=None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum along `dim` (of the flattened tensor when dim is None)."""
     return _arg_extreme("argmax", input, dim, keepdim, largest=True)
 
+
 def argmin(input, dim=None, keepdim: bool = False) -> Tensor:
     return _arg_extreme("argmin", input, dim, keepdim, largest=False)
+
 
 def max_dim(input, dim: int, keepdim: bool = False) -> ValuesIndices:
     """`max(input, dim)`: the maxima along `dim` and their (first) indices."""
     normalize_dim("max", dim, as_tensor(input).ndim)  # named as called
     return ValuesIndices(amax(input, dim, keepdim), argmax(input, dim, keepdim))
+
 
 def min_dim(input, dim: int, keepdim: bool = False) -> ValuesIndices:
     normalize_dim("min", dim, as_tensor(input).ndim)
@@ -176,6 +191,7 @@ def _last(x: Tensor, d: int) -> Tensor:
         return x
     return permute(x, *[i for i in range(x.ndim) if i != d], d)
 
+
 def _unlast(x: Tensor, d: int) -> Tensor:
     """Inverse of `_last`."""
     if d == x.ndim - 1:
@@ -183,6 +199,7 @@ def _unlast(x: Tensor, d: int) -> Tensor:
     perm = list(range(x.ndim - 1))
     perm.insert(d, x.ndim - 1)
     return permute(x, *perm)
+
 
 def _sort_last(x: Tensor, descending: bool, k: int) -> ValuesIndices:
     """The first `k` entries of the stable sort of `x` along its last dim."""
@@ -212,6 +229,7 @@ def _sort_last(x: Tensor, descending: bool, k: int) -> ValuesIndices:
     indices = _sum(where(mine, pos, 0), -1)
     return ValuesIndices(values, indices)
 
+
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = True) -> ValuesIndices:
     """Sorted values and their original indices along `dim` (stable; NaN sorts last)."""
     x = as_tensor(input)
@@ -221,8 +239,10 @@ def sort(input, dim: int = -1, descending: bool = False, stable: bool = True) ->
     v, i = _sort_last(_last(x, d), descending, x.shape[d])
     return ValuesIndices(_unlast(v, d), _unlast(i, d))
 
+
 def argsort(input, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
     return sort(input, dim, descending).indices
+
 
 def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002
     """The `k` largest (or smallest) entries along `dim`, in sorted order, with indices."""
@@ -236,6 +256,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
         return ValuesIndices(x, full((), 0, _dtypes.int64))
     v, i = _sort_last(_last(x, d), largest, int(k))
     return ValuesIndices(_unlast(v, d), _unlast(i, d))
+
 
 def _scan(op: str, input, dim: int, dtype, prim_kind: str) -> Tensor:
     x = as_tensor(input)
@@ -257,9 +278,11 @@ def _scan(op: str, input, dim: int, dtype, prim_kind: str) -> Tensor:
     out = bind(P.reduce, terms, kind=prim_kind, dims=(len(shape) - 1,))
     return _unlast(out, d)
 
+
 def cumsum(input, dim: int, *, dtype=None) -> Tensor:
     """Cumulative sum along `dim` (integers accumulate in int64, like PyTorch)."""
     return _scan("cumsum", input, dim, dtype, "sum")
+
 
 def cumprod(input, dim: int, *, dtype=None) -> Tensor:
     return _scan("cumprod", input, dim, dtype, "prod")

@@ -24,6 +24,7 @@ from flow.primitives.window import host_tensor, set_host_capture
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
+
 def _ntuple(op: str, name: str, value, n: int, low: int) -> tuple[int, ...]:
     """An int or a sequence of 1 or `n` ints, each >= `low`, as `n` ints (PyTorch's expansion)."""
     values = list(value) if isinstance(value, (tuple, list)) else [value]
@@ -37,6 +38,7 @@ def _ntuple(op: str, name: str, value, n: int, low: int) -> tuple[int, ...]:
     if any(v < low for v in out):
         raise op_error(op, f"expected {name} >= {low}, got {value!r}")
     return out
+
 
 def _spatial_input(op: str, input, n: int, *, float_only: bool) -> Tensor:
     """The input as a tensor of rank n + 1 (unbatched) or n + 2, with non-empty non-batch dims."""
@@ -84,6 +86,7 @@ def _scaled(x: Tensor, divisors: list[np.ndarray]) -> Tensor:
     if divisor is None:
         return x if const == 1 else div(x, const)
     return div(x, divisor if const == 1 else mul(divisor, const))
+
 
 def _along(x: Tensor, axis: int, m: np.ndarray) -> Tensor:
     """Contract dim `axis` of `x` (size L) with the host matrix `m` of shape (O, L)."""

@@ -165,4 +165,5 @@ def _constant_to_ir(p: dict) -> dict:
 def constant(*, array):
     return array
 
+
 __all__ = ["broadcast_in_dim", "constant", "full", "iota", "matmul", "reduce", "reshape", "transpose"]  # fmt: skip
