@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from flow.ops import activations as _activations
 from flow.ops import basic as _ops
+from flow.ops import construct as _construct
 from flow.ops import conv as _conv
 from flow.ops import creation as _creation
 from flow.ops import gather as _gather
@@ -29,6 +30,7 @@ from flow.compile.jit import Compiled, Lowered, jit
 from flow.modes.lazy import LazyStats, lazy, lazy_stats, lazy_sync
 from flow.ops.activations import *  # noqa: F403  (each module lists its public ops in __all__)
 from flow.ops.basic import *  # noqa: F403
+from flow.ops.construct import *  # noqa: F403
 from flow.ops.conv import *  # noqa: F403
 from flow.ops.creation import *  # noqa: F403
 from flow.ops.gather import *  # noqa: F403
@@ -65,8 +67,8 @@ __all__ = [
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",
     "float", "double", "half", "int", "long",
-    *_ops.__all__, *_math.__all__, *_logical.__all__, *_reduction.__all__, *_linalg.__all__,
-    *_movement.__all__, *_indexing.__all__, *_gather.__all__, *_creation.__all__,
-    *_random.__all__, *_conv.__all__, *_pooling.__all__, *_interpolate.__all__,
-    *_activations.__all__,
+    *_construct.__all__, *_ops.__all__, *_math.__all__, *_logical.__all__, *_reduction.__all__,
+    *_linalg.__all__, *_movement.__all__, *_indexing.__all__, *_gather.__all__,
+    *_creation.__all__, *_random.__all__, *_conv.__all__, *_pooling.__all__,
+    *_interpolate.__all__, *_activations.__all__,
 ]  # fmt: skip

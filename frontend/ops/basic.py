@@ -1,7 +1,9 @@
-"""Public tensor operations, written in terms of primitives (PyTorch / OneFlow semantics).
+"""Public tensor operations, written in terms of primitives (PyTorch / OneFlow semantics):
+arithmetic, comparisons, matmul, the core reductions and shape ops.
 
 Broadcasting and type promotion happen here, explicitly, so primitives (and the
-dialect ops they emit) always see operands of one shape and dtype.
+dialect ops they emit) always see operands of one shape and dtype. Tensors from data and
+fills are in ops/construct.py (re-exported here).
 """
 
 from __future__ import annotations
@@ -13,118 +15,27 @@ import numpy as np
 
 from flow import primitives as P
 from flow.core import dtypes as _dtypes
-from flow.core.args import array_from_data, dims_arg, normalize_dim, sizes_arg, to_args
+from flow.core.args import dims_arg, normalize_dim, sizes_arg, to_args
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
+from flow.ops.construct import (  # noqa: F401  (re-exported: most callers import them from here)
+    as_tensor,
+    from_dlpack,
+    from_numpy,
+    full,
+    globalize,
+    is_tensor,
+    numel,
+    ones,
+    ones_like,
+    shape_arg,
+    tensor,
+    zeros,
+    zeros_like,
+)
 from flow.primitives.registry import bind
 
-# --------------------------------------------------------------------------- creation
-
-
-def tensor(data, dtype=None, requires_grad: bool = False) -> Tensor:
-    """A new eager tensor holding a copy of `data` (nested lists, scalars, numpy arrays)."""
-    t = _tensor_from(data, dtype)
-    if requires_grad:
-        t.requires_grad = True
-    return t
-
-
-def _tensor_from(data, dtype) -> Tensor:
-    if isinstance(data, Tensor):
-        data = data.numpy()
-    arr = array_from_data(data)
-    if dtype is not None:
-        dt = _dtypes.as_dtype(dtype)
-    elif arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
-        dt = _dtypes.DEFAULT_FLOAT
-    elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray):
-        dt = _dtypes.DEFAULT_INT
-    else:
-        dt = _dtypes.as_dtype(arr.dtype)
-    return Tensor._eager(np.array(arr, dtype=dt.np_dtype, order="C"))
-
-
-def from_numpy(arr: np.ndarray) -> Tensor:
-    """A tensor sharing memory with a numpy array."""
-    if not isinstance(arr, np.ndarray):
-        raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(arr).__name__}")
-    _dtypes.as_dtype(arr.dtype)
-    return Tensor._eager(arr)
-
-
-def from_dlpack(ext) -> Tensor:
-    """A tensor sharing memory with any DLPack producer (numpy, PyTorch, JAX arrays, ...)."""
-    try:
-        arr = np.from_dlpack(ext)
-    except (TypeError, BufferError, RuntimeError) as err:
-        raise TypeError(f"from_dlpack: cannot import {type(ext).__name__}: {err}") from None
-    _dtypes.as_dtype(arr.dtype)
-    return Tensor._eager(arr)
-
-
-def is_tensor(obj) -> bool:
-    return isinstance(obj, Tensor)
-
-
-def numel(input: Tensor) -> int:
-    return as_tensor(input).numel()
-
-
-def shape_arg(op: str, size) -> tuple[int, ...]:
-    """A creation op's `*size`: `f(2, 3)` or `f((2, 3))`, non-negative ints."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    for s in size:
-        if not isinstance(s, (int, np.integer)) or s < 0:
-            raise op_error(
-                op,
-                f"expected a shape of non-negative ints, got {list(size)}",
-                cls=TypeError if not isinstance(s, (int, np.integer)) else ValueError,
-            )
-    return tuple(int(s) for s in size)
-
-
-def full(size, fill_value, dtype=None, *, placement=None, sbp=None) -> Tensor:
-    """A tensor filled with `fill_value`; global when `placement` and `sbp` are given."""
-    shape = shape_arg("full", tuple(size) if isinstance(size, (tuple, list)) else (size,))
-    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.as_dtype(type(fill_value))
-    out = bind(P.full, value=fill_value, shape=shape, dtype=dt)
-    return globalize(out, placement, sbp)
-
-
-def globalize(value: Tensor, placement, sbp) -> Tensor:
-    """`value` (the same on every rank) as a global tensor when a placement or sbp is given."""
-    if placement is None and sbp is None:
-        return value
-    from flow.distributed.global_tensor import from_global_value
-
-    return from_global_value(value, placement, sbp)
-
-
-def zeros(*size, dtype=None, placement=None, sbp=None) -> Tensor:
-    shape = shape_arg("zeros", size)
-    return full(shape, 0, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
-
-
-def ones(*size, dtype=None, placement=None, sbp=None) -> Tensor:
-    shape = shape_arg("ones", size)
-    return full(shape, 1, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
-
-
-def zeros_like(x: Tensor, dtype=None) -> Tensor:
-    return full(x.shape, 0, dtype or x.dtype)
-
-
-def ones_like(x: Tensor, dtype=None) -> Tensor:
-    return full(x.shape, 1, dtype or x.dtype)
-
-
 # --------------------------------------------------------------------------- helpers
-
-
-def as_tensor(x) -> Tensor:
-    """`x` itself when it is a Tensor, else `flow.tensor(x)` (how ops accept lists and numbers)."""
-    return x if isinstance(x, Tensor) else tensor(x)
 
 
 def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
@@ -497,7 +408,7 @@ def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
 
 
 __all__ = [
-    "tensor", "from_numpy", "from_dlpack", "is_tensor", "numel", "full", "zeros", "ones", "zeros_like", "ones_like", "to",
+    "to",
     "broadcast_to", "expand", "add", "sub", "mul", "div", "maximum", "minimum", "pow", "neg",
     "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "relu", "eq", "ne", "lt", "le", "gt", "ge",
     "where", "matmul", "mm", "sum", "prod", "mean", "amax", "amin", "max", "min", "reshape",
