@@ -22,8 +22,8 @@ from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
 
-from .staging import ProgramCache, stage
 from .stages import Lowered
+from .staging import ProgramCache, stage
 
 __all__ = ["GraphEngine"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from .staging import ProgramCache, stage
 from .stages import Compiled, Lowered
+from .staging import ProgramCache, stage
 
 __all__ = ["Compiled", "Lowered", "jit"]
 

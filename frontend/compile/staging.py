@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
 
 from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
 from xdsl.rewriter import Rewriter
@@ -73,7 +72,7 @@ class ProgramCache:
         return len(self._programs)
 
 
-def arg_names(fn: Callable, args: tuple) -> list[str]:
+def _arg_names(fn: Callable, args: tuple) -> list[str]:
     """A readable name per flattened argument leaf (`x`, `params_0`, ...) for the IR."""
     try:
         names = list(inspect.signature(fn).parameters)
@@ -89,8 +88,9 @@ def arg_names(fn: Callable, args: tuple) -> list[str]:
 
 def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
           check_indices: bool | None = None) -> Lowered:  # fmt: skip
-    """Trace `fn(*args)` into a flow program named `name`; `born(trace)` may name tensors created by the trace that must
-    outlive it (e.g. optimizer state made on the first step): they become extra outputs.
+    """Trace `fn(*args)` into a flow program named `name`. `born(trace)` may name tensors
+    created by the trace that must outlive it (e.g. optimizer state made on the first step):
+    they become extra outputs.
     `check_indices` (default: `FLOW_CHECK_INDICES`) emits index range checks, whose values
     come last (see ops/index_checks.py)."""
     leaves, in_tree = flatten(list(args))
@@ -99,7 +99,7 @@ def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
         if check_indices is not None:
             trace.check_indices = check_indices
         traced = []
-        for x, arg_name in zip(leaves, arg_names(fn, args)):
+        for x, arg_name in zip(leaves, _arg_names(fn, args)):
             if is_array(x):
                 t = x if isinstance(x, Tensor) else _to_tensor(x)
                 value = trace.argument(TensorType(t.dtype.ir_type, t.shape))
@@ -137,13 +137,13 @@ def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
         # Not verified again: an op whose chosen SBP signature mixes operand SBPs (P / B)
         # has operand types that differ in their encoding only, which the op's type
         # constraints reject; flow-partition drops the encodings.
-        out_dists = globalize(module, trace, len(out_leaves), mutated_args)
+        out_dists = _globalize(module, trace, len(out_leaves), mutated_args)
     return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
                    list(trace.key_slots), mutated, newborn, dict(trace.arg_dists),
                    out_dists, checks)  # fmt: skip
 
 
-def globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[int]) -> list:
+def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[int]) -> list:
     """Type a traced global program and run SBP inference on it; the result distributions.
 
     The trace emits every value without encoding (ops check that their operand
@@ -157,9 +157,8 @@ def globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[in
     """
     from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
     from flow.dialect.attrs import dist_of as _dist_of
-    from flow.lowering.infer_sbp import infer_sbp
-
     from flow.distributed.placement import GlobalInfo
+    from flow.lowering.infer_sbp import infer_sbp
 
     placements = {info.placement: None for info in trace.arg_dists.values()}
     placements.update(trace.placements)
