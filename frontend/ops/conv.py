@@ -4,10 +4,11 @@ names, defaults, padding modes (`valid`, `same`) and validation."""
 from __future__ import annotations
 
 from flow import primitives as P
+from flow.core.args import is_int
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.ops.basic import as_tensor, reshape
-from flow.ops.window import _is_int, _ntuple, _spatial_input
+from flow.ops.window import _ntuple, _spatial_input
 from flow.primitives.registry import bind
 
 
@@ -40,7 +41,7 @@ def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, group
     if w.dtype is not x.dtype:
         raise op_error(op, f"expected input and weight of one dtype, got {x.dtype!r} and "
                            f"{w.dtype!r}", cls=TypeError)  # fmt: skip
-    if not _is_int(groups):
+    if not is_int(groups):
         raise op_error(op, f"expected groups to be an int, got {groups!r}", cls=TypeError)
     if groups < 1:
         raise op_error(op, f"expected groups >= 1, got {groups}")

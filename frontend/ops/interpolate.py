@@ -15,11 +15,12 @@ import numpy as np
 
 from flow import primitives as P
 from flow.core import dtypes as _dtypes
+from flow.core.args import is_int
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.ops.basic import as_tensor, broadcast_to, reshape
 from flow.ops.pooling import _adaptive_avg
-from flow.ops.window import _along, _is_int, _spatial_input
+from flow.ops.window import _along, _spatial_input
 from flow.primitives.registry import bind
 
 # --------------------------------------------------------------------------- nearest neighbours
@@ -154,7 +155,7 @@ def _interp_sizes(op, x, n, size, scale_factor, recompute_scale_factor, allow_em
         if len(sizes) != n:
             raise op_error(op, f"expected size with {n} entries to match the input's spatial "
                                f"dims {spatial}, got size={list(sizes)}")  # fmt: skip
-        if not all(_is_int(s) for s in sizes):
+        if not all(is_int(s) for s in sizes):
             raise op_error(op, f"expected size to be ints, got {size!r}", cls=TypeError)
         outs, scales = [int(s) for s in sizes], [None] * n
     else:

@@ -14,10 +14,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from flow import primitives as P
+from flow.core.args import is_int
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.ops.basic import div, full
-from flow.ops.window import _along, _is_int, _ntuple, _scaled, _spatial_input
+from flow.ops.window import _along, _ntuple, _scaled, _spatial_input
 from flow.primitives.registry import bind
 
 # --------------------------------------------------------------------------- max and average pooling
@@ -101,7 +102,7 @@ def _avg_pool(op: str, n: int, input, kernel_size, stride, padding, ceil_mode,
               count_include_pad, divisor_override) -> Tensor:  # fmt: skip
     x = _spatial_input(op, input, n, float_only=True)
     if divisor_override is not None:
-        if not _is_int(divisor_override):
+        if not is_int(divisor_override):
             raise op_error(op, f"expected divisor_override to be an int, got "
                                f"{divisor_override!r}", cls=TypeError)  # fmt: skip
         if divisor_override == 0:
@@ -177,7 +178,7 @@ def _adaptive(op: str, n: int, input, output_size) -> Tensor:
     sizes = output_size if isinstance(output_size, (tuple, list)) else [output_size]
     if len(sizes) == 1:
         sizes = list(sizes) * n
-    if len(sizes) != n or not all(s is None or _is_int(s) for s in sizes):
+    if len(sizes) != n or not all(s is None or is_int(s) for s in sizes):
         raise op_error(op, f"expected output_size to be an int or a tuple of {n} ints or None, "
                            f"got {output_size!r}",
                        cls=TypeError if len(sizes) == n else ValueError)  # fmt: skip

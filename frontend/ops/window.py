@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from flow.core import dtypes as _dtypes
+from flow.core.args import is_int
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.ops.basic import as_tensor, div, matmul, mul, reshape, tensor
@@ -21,14 +22,10 @@ from flow.primitives.window import host_tensor, set_host_capture
 # --------------------------------------------------------------------------- argument checks
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
 def _ntuple(op: str, name: str, value, n: int, low: int) -> tuple[int, ...]:
     """An int or a sequence of 1 or `n` ints, each >= `low`, as `n` ints (PyTorch's expansion)."""
     values = list(value) if isinstance(value, (tuple, list)) else [value]
-    if not values or not all(_is_int(v) for v in values):
+    if not values or not all(is_int(v) for v in values):
         raise op_error(op, f"expected {name} to be an int or a tuple of {n} ints, got {value!r}",
                        cls=TypeError)  # fmt: skip
     if len(values) not in (1, n):
