@@ -142,7 +142,7 @@ def run_for_rank(
     """Load `vmfb` with the `comm` collectives over its group table `groups` and call
     `function` on this rank's `arrays`. With more ranks than cores the CPU driver defaults
     to `local-sync`."""
-    from flow import env
+    from flow.distributed import env
     from flow.targets import get_target, load, prepare_iree_for_mpi
 
     prepare_iree_for_mpi()
@@ -154,7 +154,7 @@ def run_for_rank(
 
 
 def _holds(info: Any) -> bool:
-    from flow import env
+    from flow.distributed import env
 
     return info is None or env.get_rank() in info.placement.attr.rank_list
 

@@ -67,7 +67,7 @@ class Lowered:
         tgt = get_target(target or DEFAULT_TARGET)
         require(tgt)
         if self.is_global:
-            from flow import env
+            from flow.distributed import env
 
             from .per_rank import compile_for_rank
 
@@ -290,7 +290,7 @@ def _wrap(data: np.ndarray, info, shape: tuple[int, ...]) -> Tensor:
 
 def _load_for_rank(vmfb: bytes, groups: list, target: str):
     """Load a rank's partition of a global program with the `comm` collectives, once."""
-    from flow import env
+    from flow.distributed import env
     from flow.targets import load, prepare_iree_for_mpi
 
     prepare_iree_for_mpi()
