@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType, i64
 from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
-
 
 _local = threading.local()
 
@@ -33,10 +31,9 @@ def current_trace() -> Trace | None:
     return stack[-1] if stack else None
 
 
-def _checks_on_by_default() -> bool:
-    from flow.ops.index_checks import env_enabled
-
-    return env_enabled()
+def index_checks_enabled() -> bool:
+    """Whether `FLOW_CHECK_INDICES` leaves traced index range checks on (the default)."""
+    return os.environ.get("FLOW_CHECK_INDICES", "1").strip().lower() not in ("0", "false", "off")
 
 
 class Trace:
@@ -53,7 +50,7 @@ class Trace:
         self.placements: dict = {}  # placements named by traced to_global calls (ordered set)
         self._placement_of: dict[SSAValue, object] = {}
         self.tags: dict[str, Attribute] = {}  # attributes emit() puts on every op
-        self.check_indices = _checks_on_by_default()  # emit index range checks (_index_checks)
+        self.check_indices = index_checks_enabled()  # emit index range checks (ops.index_checks)
         self.index_checks: list = []  # their sites, in program order
 
     def __enter__(self) -> Trace:
@@ -144,7 +141,7 @@ class Trace:
         return finals
 
     def random_key(self, generator) -> SSAValue:
-        """A new `tensor<1xi64>` argument for a random op's key (see frontend/_random.py).
+        """A new `tensor<1xi64>` argument for a random op's key (see flow.ops.random).
 
         The compiled function fills it from `generator` at every call, so each call
         draws new numbers, as the eager code would; no key is baked into the IR.
