@@ -44,9 +44,10 @@ from flow.ops.pooling import *  # noqa: F403
 from flow.ops.random import *  # noqa: F403
 from flow.ops.reduction import *  # noqa: F403
 from flow.serialization import CheckpointError, load, save
-from flow.core.tensor import Size, Tensor, _install_methods
+from flow.core.tensor import Size, Tensor
+from flow.ops.methods import install_tensor_methods
 
-_install_methods()
+install_tensor_methods()
 
 from . import autograd, distributed, env, nn, optim, transforms, utils  # noqa: E402  (built on the ops)
 

@@ -5,6 +5,11 @@ grad. `backward` walks the nodes in reverse topological order and calls each
 primitive's VJP rule, which is written with the same frontend ops as
 everything else — so inside `flow.jit` (or `nn.Graph.build`) the backward pass
 is traced into the same IR as the forward pass.
+
+Global tensors meet autograd through two hooks the global mode registers
+(`register_global_hooks`): constants a VJP rule makes are global like the node's output,
+and a gradient reaching a global leaf takes the leaf's distribution. The seed of
+`backward()` is made by the ops `register_seed_factories` names.
 """
 
 from __future__ import annotations
@@ -16,6 +21,34 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 _state = threading.local()
+
+
+def _needs_ops(*args, **kwargs):
+    raise RuntimeError("backward() needs flow's ops to make its seed gradients (import flow)")
+
+
+class _Hooks:
+    """What autograd runs from higher layers (registered at import; defaults: local tensors)."""
+
+    creating_like: Callable = staticmethod(lambda *tensors: contextlib.nullcontext())
+    grad_to_leaf: Callable = staticmethod(lambda g, leaf: g)
+    ones_like: Callable = staticmethod(_needs_ops)
+    tensor: Callable = staticmethod(_needs_ops)
+
+
+def register_global_hooks(*, creating_like: Callable, grad_to_leaf: Callable) -> None:
+    """`creating_like(*tensors)`: a context within which creation ops make tensors
+    distributed like the first global one of `tensors` (a VJP rule's constants);
+    `grad_to_leaf(g, leaf)`: the gradient `g` in `leaf`'s distribution."""
+    _Hooks.creating_like = staticmethod(creating_like)
+    _Hooks.grad_to_leaf = staticmethod(grad_to_leaf)
+
+
+def register_seed_factories(*, ones_like: Callable, tensor: Callable) -> None:
+    """`ones_like(out)`: the implicit gradient of a scalar output; `tensor(data, dtype)`: a
+    gradient passed as data (a list, an array)."""
+    _Hooks.ones_like = staticmethod(ones_like)
+    _Hooks.tensor = staticmethod(tensor)
 
 
 def is_grad_enabled() -> bool:
@@ -122,9 +155,9 @@ def _accumulate(grads: dict, t, ct) -> None:
 
 def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool, wanted=None):
     """Propagate `cts` from `roots`; returns {id(tensor): (tensor, grad)} of leaves (or `wanted`)."""
-    from flow.distributed.global_tensor import creating_like, grad_to_leaf
     from flow.core.errors import op_error
 
+    creating_like, grad_to_leaf = _Hooks.creating_like, _Hooks.grad_to_leaf
     grads: dict[int, tuple] = {}
     for r, ct in zip(roots, cts):
         _accumulate(grads, r, ct)
@@ -173,10 +206,9 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
 
 
 def _initial_cts(outputs: Sequence, grad_outputs) -> list:
-    from flow.distributed.global_tensor import creating_like
-    from flow.ops.basic import ones_like, tensor
     from flow.core.errors import op_error
 
+    creating_like, ones_like, tensor = _Hooks.creating_like, _Hooks.ones_like, _Hooks.tensor
     cts = []
     for i, out in enumerate(outputs):
         if not getattr(out, "_requires_grad", False):

@@ -24,6 +24,7 @@ vulkan, cpu -> cpu). The semantics, chosen to be honest about what runs where:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["device"]
@@ -159,15 +160,27 @@ def propagate(args: Any, result: Any) -> None:
         result._device = dev
 
 
+def _no_copy(x: Any) -> Any:
+    raise RuntimeError("x.to(device) needs flow's ops (import flow)")
+
+
+_copy: Callable[[Any], Any] = _no_copy
+
+
+def register_copy(copy: Callable[[Any], Any]) -> None:
+    """`to_device` copies a tensor with `copy` (a differentiable copy: flow.ops.methods
+    registers a cast to the same dtype)."""
+    global _copy
+    _copy = copy
+
+
 def to_device(x: Any, dev: Any) -> Any:
     """`x.to(device)`: a copy of `x` on `dev` (differentiable), or `x` itself when it is there
     already; inside a traced function, `x` (the program runs where `flow.jit` compiles it)."""
-    from flow import primitives as P
-
     dev = require(as_device(dev))
     if x._trace is not None or (of(x) or CPU) == dev:
         return x
-    out = P.bind(P.cast, x, dtype=x.dtype)  # a copy, whose gradient flows back to x
+    out = _copy(x)  # a copy, whose gradient flows back to x
     out._device = None if dev.type == "cpu" else dev
     return out
 

@@ -1,14 +1,21 @@
-"""`flow.Tensor`: an eager numpy-backed value, or a traced SSA value inside `flow.jit`."""
+"""`flow.Tensor`: an eager numpy-backed value, or a traced SSA value inside `flow.jit`.
+
+This module holds the storage and metadata and what needs nothing above core; the operators
+and the methods written in ops or on global tensors are installed by `flow.ops.methods`
+(`install_tensor_methods`, run when `flow` is imported).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from xdsl.dialects.builtin import TensorType
 from xdsl.ir import SSAValue
 
 from flow.core import dtypes as _dtypes
-from flow.modes import lazy as _lazy
-from flow.modes.lazy import LazyValue
+from flow.core import pending as _pending
+from flow.core.pending import PendingValue
 
 
 class Size(tuple):
@@ -33,7 +40,7 @@ class Tensor:
     """
 
     __slots__ = (
-        "_buf",  # a numpy array; a LazyValue under flow.lazy (see `_data`); None when traced
+        "_buf",  # a numpy array; a PendingValue under flow.lazy (see `_data`); None when traced
         "_value",
         "_trace",
         "_shape",
@@ -41,28 +48,13 @@ class Tensor:
         "_requires_grad",
         "_node",
         "grad",
-        "_dist",  # global tensors: placement and SBP (frontend/_global.py); unset when local
-        "_device",  # a flow.device other than the cpu (frontend/_device.py); unset or None: cpu
+        "_dist",  # global tensors: placement and SBP (flow.distributed); unset when local
+        "_device",  # a flow.device other than the cpu (flow.core.device); unset or None: cpu
         "__weakref__",
     )
     __array_priority__ = 1000  # numpy defers to our operators
 
-    def __new__(cls, *args, dtype=None):
-        """`flow.Tensor(2, 3)`: a float32 tensor of that shape (zero-filled);
-        `flow.Tensor(data)`: a float32 copy of a list, array or tensor (OneFlow/PyTorch style)."""
-        from flow.ops.basic import tensor, zeros
-
-        dt = dtype or _dtypes.float32
-        if not args:
-            return zeros(0, dtype=dt)
-        if all(isinstance(a, (int, np.integer)) for a in args):
-            return zeros(*args, dtype=dt)
-        if len(args) == 1 and isinstance(args[0], Size):
-            return zeros(*args[0], dtype=dt)
-        if len(args) == 1:
-            return tensor(args[0], dtype=dt)
-        raise TypeError(f"flow.Tensor: expected sizes or one data argument, got {args!r}")
-
+    # `flow.Tensor(2, 3)` / `flow.Tensor(data)`: `__new__` is installed by flow.ops.methods
     def __init__(self, *args, **kwargs):
         pass
 
@@ -70,7 +62,7 @@ class Tensor:
     def _data(self) -> np.ndarray | None:
         """The value as a numpy array (None when traced); computes a pending lazy value."""
         b = self._buf
-        if b.__class__ is LazyValue:
+        if isinstance(b, PendingValue):
             b = b.materialize(self)
         return b
 
@@ -120,7 +112,7 @@ class Tensor:
     def size(self, dim: int | None = None):
         if dim is None:
             return self._shape
-        from flow.ops.basic import normalize_dim
+        from flow.core.args import normalize_dim
 
         return self._shape[normalize_dim("size", dim, self.ndim)]
 
@@ -133,7 +125,7 @@ class Tensor:
 
     @property
     def device(self):
-        """The `flow.device` whose target runs this tensor's programs (see frontend/_device.py);
+        """The `flow.device` whose target runs this tensor's programs (see flow.core.device);
         the value itself is always in host memory. A global tensor's is its placement's type."""
         from flow.core.device import CPU, device
 
@@ -188,8 +180,8 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same value, cut from the autograd graph (shares memory when eager)."""
-        if self._buf.__class__ is LazyValue:
-            return _lazy.alias(self, copy=False)
+        if isinstance(self._buf, PendingValue):
+            return self._buf.alias(self, copy=False)
         t = object.__new__(Tensor)
         t._buf, t._value, t._trace = self._buf, self._value, self._trace
         t._requires_grad, t._node, t.grad = False, None, None
@@ -208,9 +200,7 @@ class Tensor:
     def numpy(self) -> np.ndarray:
         """The value as a numpy array; of a global tensor, the global value (a collective)."""
         if getattr(self, "_dist", None) is not None:
-            from flow.distributed.global_tensor import global_numpy
-
-            return global_numpy(self)
+            return _global_numpy(self)
         if self._data is None:
             raise RuntimeError(
                 "numpy() needs a concrete value, but this tensor is being traced inside "
@@ -271,8 +261,8 @@ class Tensor:
         """A copy that shares no memory with this tensor."""
         if self._buf is None:
             return self  # traced values are immutable
-        if self._buf.__class__ is LazyValue:
-            return _lazy.alias(self, copy=True)
+        if isinstance(self._buf, PendingValue):
+            return self._buf.alias(self, copy=True)
         t = Tensor._eager(self._data.copy())
         if getattr(self, "_dist", None) is not None:
             t._shape, t._dist = self._shape, self._dist
@@ -310,11 +300,11 @@ class Tensor:
             return self
         if self._trace is not None and new._trace is None:
             new = new._lifted_into(self._trace)
-        if new._buf.__class__ is LazyValue:  # under flow.lazy: the value is pending
-            _lazy.rebind(self, new)
+        if isinstance(new._buf, PendingValue):  # under flow.lazy: the value is pending
+            new._buf.rebind(self)
             return self
         if isinstance(self._buf, np.ndarray) and self._buf.flags.writeable:
-            _lazy.before_host_write(self._buf)
+            _pending.before_host_write(self._buf)
             self._buf[...] = new._data  # writes through to arrays sharing this memory
         else:
             self._data = None if new._data is None else np.array(new._data)
@@ -335,7 +325,7 @@ class Tensor:
             data = self._data if self._data.flags.writeable else np.array(self._data)
             v = value.numpy() if isinstance(value, Tensor) else value
             if data is self._buf:
-                _lazy.before_host_write(data)
+                _pending.before_host_write(data)
             try:
                 data[index] = np.asarray(v).astype(self._dtype.np_dtype, copy=False)
             except (IndexError, ValueError, TypeError) as err:
@@ -350,17 +340,7 @@ class Tensor:
                                   "the new tensor with flow.where / masked_fill instead",
                        cls=NotImplementedError)  # fmt: skip
 
-    def copy_(self, src) -> Tensor:
-        from flow.ops.basic import tensor
-
-        src = src if isinstance(src, Tensor) else tensor(src)
-        return self._rebind(src.to(self._dtype).broadcast_to(self._shape), "copy_")
-
-    def fill_(self, value) -> Tensor:
-        from flow.ops.basic import full
-
-        return self._rebind(full(self._shape, value, self._dtype), "fill_")
-
+    # copy_ and fill_ are installed by flow.ops.methods
     def zero_(self) -> Tensor:
         return self.fill_(0)
 
@@ -381,27 +361,7 @@ class Tensor:
             raise RuntimeError("placement: a local tensor has no placement; see to_global")
         return self._dist.placement
 
-    @property
-    def sbp(self) -> tuple:
-        """The SBP of a global tensor: one `flow.sbp` entry per placement axis."""
-        if not self.is_global:
-            raise RuntimeError("sbp: a local tensor has no sbp; see to_global")
-        from flow.distributed.global_tensor import sbp as _sbp
-
-        return tuple(_sbp.sbp(s) for s in self._dist.sbp)
-
-    def to_global(self, placement=None, sbp=None) -> Tensor:
-        """A global tensor: from a local one (this rank's shard, replica or addend, as `sbp`
-        says) or from a global one (boxing to `sbp` and/or moving to `placement`)."""
-        from flow.distributed.global_tensor import to_global
-
-        return to_global(self, placement, sbp)
-
-    def to_local(self) -> Tensor:
-        """This rank's shard of a global tensor (a local tensor is returned as is)."""
-        from flow.distributed.global_tensor import to_local
-
-        return to_local(self)
+    # sbp, to_global and to_local are installed by flow.ops.methods
 
     def __repr__(self) -> str:
         if self._data is None:
@@ -417,56 +377,16 @@ class Tensor:
     __hash__ = object.__hash__
 
 
-def _install_methods() -> None:
-    """Operators and methods, defined once in `_ops` in terms of primitives."""
-    from flow.ops import basic as o
 
-    def rev(fn):
-        return lambda self, other: fn(other, self)
+def _no_global_numpy(t: Tensor) -> np.ndarray:
+    raise RuntimeError("numpy() of a global tensor needs flow.distributed (import flow)")
 
-    methods = {
-        "__add__": o.add, "__radd__": rev(o.add), "__sub__": o.sub, "__rsub__": rev(o.sub),
-        "__mul__": o.mul, "__rmul__": rev(o.mul), "__truediv__": o.div,
-        "__rtruediv__": rev(o.div), "__pow__": o.pow, "__rpow__": rev(o.pow),
-        "__matmul__": o.matmul, "__rmatmul__": rev(o.matmul), "__neg__": o.neg,
-        "__abs__": o.abs, "__eq__": o.eq, "__ne__": o.ne, "__lt__": o.lt, "__le__": o.le,
-        "__gt__": o.gt, "__ge__": o.ge,
-        "add": o.add, "sub": o.sub, "mul": o.mul, "div": o.div, "pow": o.pow,
-        "matmul": o.matmul, "neg": o.neg, "abs": o.abs, "exp": o.exp, "log": o.log,
-        "sqrt": o.sqrt, "rsqrt": o.rsqrt, "tanh": o.tanh, "relu": o.relu,
-        "maximum": o.maximum, "minimum": o.minimum, "eq": o.eq, "ne": o.ne, "lt": o.lt,
-        "le": o.le, "gt": o.gt, "ge": o.ge, "sum": o.sum, "mean": o.mean, "prod": o.prod,
-        "amax": o.amax, "amin": o.amin, "max": o.max, "min": o.min,
-        "reshape": o.reshape, "view": o.reshape, "transpose": o.transpose,
-        "permute": o.permute, "t": o.t, "expand": o.expand, "broadcast_to": o.broadcast_to,
-        "squeeze": o.squeeze, "unsqueeze": o.unsqueeze, "flatten": o.flatten, "to": o.to,
-    }  # fmt: skip
-    from flow.ops import math as _math
-    from flow.ops import movement as _movement
-    from flow.ops import random as _random
-    from flow.ops import window as _window
 
-    for family in (_math, _movement, _window, _random):
-        methods.update(family.TENSOR_METHODS)
-    for name, fn in methods.items():
-        setattr(Tensor, name, fn)
+_global_numpy: Callable[[Tensor], np.ndarray] = _no_global_numpy
 
-    from flow.nn import _activations as act
 
-    Tensor.softmax = lambda self, dim=None, dtype=None: act.softmax(self, dim, dtype=dtype)
-    Tensor.log_softmax = lambda self, dim=None, dtype=None: act.log_softmax(self, dim, dtype=dtype)
-
-    def inplace(fn, name):
-        def method(self, *args, **kwargs):
-            return self._rebind(fn(self, *args, **kwargs), name)
-
-        method.__name__ = name
-        return method
-
-    for name in ("add", "sub", "mul", "div", "pow", "clamp", "neg", "abs", "exp", "log", "sqrt",
-                 "tanh", "sigmoid", "relu", "floor", "ceil", "round", "masked_fill"):  # fmt: skip
-        if hasattr(Tensor, name):
-            setattr(Tensor, name + "_", inplace(getattr(Tensor, name), name + "_"))
-    Tensor.T = property(lambda self: o.permute(self, *reversed(range(self.ndim))))
-    for dt in ("float", "double", "half", "int", "long", "bool"):
-        setattr(Tensor, dt, (lambda d: lambda self: o.to(self, d))(_dtypes.as_dtype(dt)))
+def register_global_numpy(fn: Callable[[Tensor], np.ndarray]) -> None:
+    """`Tensor.numpy()` of a global tensor calls `fn` (flow.modes.global_eager registers the
+    gather of the global value)."""
+    global _global_numpy
+    _global_numpy = fn

@@ -1,10 +1,11 @@
 """`flow.lazy()`: eager code recorded into pending graphs, compiled with `flow.jit`'s machinery.
 
 Inside `with flow.lazy():` (or everywhere with `FLOW_LAZY=1`), `bind` does not run a
-primitive: it asks the dialect op's `infer` for the result type — so shape and dtype
-errors raise at the call, as eagerly, as do the value checks of eager kernels when the
-values are known (gather's index range) — records the application as a `LazyValue` node
-and returns a tensor holding that node. Autograd records over such tensors unchanged
+primitive (lazy is the first mode it asks, outside traces): this mode asks the dialect op's
+`infer` for the result type — so shape and dtype errors raise at the call, as eagerly, as
+do the value checks of eager kernels when the values are known (gather's index range) —
+records the application as a `LazyValue` node (a `flow.core.pending.PendingValue`) and
+returns a tensor holding that node. Autograd records over such tensors unchanged
 (VJP rules call `bind`), so `loss.backward()` and `optimizer.step()` are recorded too.
 
 **When values are computed (a flush).** Reading a pending tensor (`numpy()`, `item()`,
@@ -28,7 +29,7 @@ forward pass: the pending step is flushed there, so a loop that never reads anyt
 still compiles one training step per program. `FLOW_LAZY_MAX_OPS` (default 10000)
 flushes when that many ops are pending.
 
-**Programs and their cache** (frontend/_lazy_flush.py). The needed nodes are replayed
+**Programs and their cache** (flow.modes.lazy_flush). The needed nodes are replayed
 into a flow `Trace`, and `Lowered.compile` lowers and compiles them with IREE (and the
 on-disk cache of `flow.targets`), as `flow.jit` does. Every concrete array a node reads
 (parameters, data batches, random keys, values computed by an earlier flush) is an
@@ -68,11 +69,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from flow.core import device as _device
 from flow.core import dtypes as _dtypes
 from flow.core.autograd import is_grad_enabled, record
 from flow.core.errors import FRONTEND_DIR as _FRONTEND_DIR
+from flow.core.pending import PendingValue, register_host_write_hook
+from flow.core.tensor import Size, Tensor
+from flow.distributed.eager_ops import creation_placement
 
-__all__ = ["LazyStats", "lazy", "lazy_stats", "lazy_sync"]
+__all__ = ["LazyStats", "LazyValue", "applies", "lazy", "lazy_stats", "lazy_sync", "process"]
 
 _OFF = ("", "0", "false", "off", "no")
 _ENV_ON = os.environ.get("FLOW_LAZY", "").strip().lower() not in _OFF
@@ -165,7 +170,7 @@ def lazy_sync() -> None:
 # --------------------------------------------------------------------------- nodes
 
 
-class LazyValue:
+class LazyValue(PendingValue):
     """A recorded primitive application: `prim(*args, **params)`, not computed yet.
 
     `args` are other nodes or concrete numpy arrays (the values operands had when the
@@ -188,6 +193,12 @@ class LazyValue:
         if tensor._buf is self:  # (a flush has settled the tensors it tracks already)
             tensor._buf = settle(id(tensor), self.value)
         return tensor._buf
+
+    def alias(self, tensor, copy: bool):
+        return alias(tensor, copy)
+
+    def rebind(self, tensor) -> None:
+        rebind(tensor, self)
 
     def _set(self, value: np.ndarray) -> None:
         if value.shape != self.shape:  # 0-d results of some runtimes
@@ -268,19 +279,11 @@ def forget_dead() -> None:
             _homes.pop(key, None)
 
 
-_classes: list = []  # [Tensor, Size], imported on first use (_tensor imports this module)
-
-
 def _new_tensor(node: LazyValue):
-    if not _classes:
-        from flow.core.tensor import Size, Tensor
-
-        _classes[:] = [Tensor, Size]
-    tensor_cls, size_cls = _classes
-    t = object.__new__(tensor_cls)
+    t = object.__new__(Tensor)
     t._buf, t._value, t._trace = node, None, None
     t._requires_grad, t._node, t.grad = False, None, None
-    t._shape, t._dtype = size_cls(node.shape), node.dtype
+    t._shape, t._dtype = Size(node.shape), node.dtype
     track(t)
     return t
 
@@ -313,6 +316,18 @@ def _step_boundary(args) -> bool:
     return False
 
 
+def applies(prim, args: tuple, trace) -> bool:
+    return trace is None and enabled()
+
+
+def process(prim, args: tuple, params: dict, trace):
+    """Record `prim` (None: it runs as without lazy mode, in the next mode)."""
+    out = lazy_bind(prim, args, params)
+    if out is not None:
+        _device.propagate(args, out)
+    return out
+
+
 def lazy_bind(prim, args: tuple, params: dict):
     """Record `prim(*args, **params)`; None when it must run as without lazy mode."""
     if prim.name == "constant":
@@ -320,11 +335,8 @@ def lazy_bind(prim, args: tuple, params: dict):
     for a in args:
         if a._trace is not None or getattr(a, "_dist", None) is not None:
             return None
-    if not args:
-        from flow.distributed.global_tensor import creation_placement
-
-        if creation_placement() is not None:
-            return None
+    if not args and creation_placement() is not None:
+        return None
     if _ops_pending >= _MAX_OPS or (args and is_grad_enabled() and _step_boundary(args)):
         lazy_sync()
     check = _VALUE_CHECKS.get(prim.name)
@@ -335,7 +347,7 @@ def lazy_bind(prim, args: tuple, params: dict):
 
 
 def _check_gather(x, index, *, dim) -> None:
-    """The value check of gather's eager kernel (frontend/_movement.py), at the call when
+    """The value check of gather's eager kernel (flow.ops.movement), at the call when
     the index is concrete (a pending index is not checked, as in compiled code)."""
     idx = index._buf
     if isinstance(idx, np.ndarray):
@@ -396,7 +408,7 @@ def _node(prim, args: tuple, params: dict) -> LazyValue:
 def _infer(prim, args, params, loc) -> tuple:
     from xdsl.utils.exceptions import VerifyException
 
-    from flow.core.errors import strip_op_prefix, op_error
+    from flow.core.errors import op_error, strip_op_prefix
 
     try:
         ty = prim.op.infer([a._ir_type() for a in args], **prim.to_ir(params))
@@ -405,9 +417,8 @@ def _infer(prim, args, params, loc) -> tuple:
     return tuple(ty.get_shape()), _dtypes.from_ir(ty.element_type)
 
 
-def rebind(t, new) -> None:
-    """Tensor `t` now holds pending `new`'s value (an in-place op under lazy mode)."""
-    node = new._buf
+def rebind(t, node: LazyValue) -> None:
+    """Tensor `t` now holds pending `node`'s value (an in-place op under lazy mode)."""
     if (
         not node.args
         and node.prim.name in _CREATION
@@ -460,6 +471,9 @@ def before_host_write(array: np.ndarray) -> None:
     """Called before numpy writes into `array`: pending work reading it is computed first."""
     if _pending_work() and _base_id(array) in _captured:
         lazy_sync()
+
+
+register_host_write_hook(before_host_write)
 
 
 def _eval(n: LazyValue, args) -> np.ndarray:

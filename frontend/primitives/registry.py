@@ -1,11 +1,12 @@
 """The primitive registry: per primitive, its numpy eager kernel next to the flow op it emits.
 
-`bind(prim, *tensors, **params)` is the single entry point: inside a trace it
-appends the dialect op; under `flow.lazy()` it records the application for later
-(frontend/_lazy.py); otherwise it runs the numpy kernel. Both paths first ask
-the dialect op's `infer` for the result type, so eager mode and the compiler
-accept and reject exactly the same programs, with the same messages. The `vjp`
-slot is filled by autograd rules, written in frontend ops, next to each kernel.
+`bind(prim, *tensors, **params)` is the single entry point. It knows no execution mode: it
+hands the primitive to the first registered mode that takes it (`register_mode`; the modes
+and their order are in `flow.modes`: lazy recording, global tensors, tracing, eager), as
+JAX's `Primitive.bind` hands off to the current trace. Every mode first asks the dialect
+op's `infer` for the result type, so eager mode and the compiler accept and reject exactly
+the same programs, with the same messages. The `vjp` slot is filled by autograd rules,
+written in frontend ops, next to each kernel.
 """
 
 from __future__ import annotations
@@ -14,17 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from xdsl.utils.exceptions import VerifyException
 
 from flow import dialect as fd
+from flow.core.trace import Trace, current_trace
 
-from flow.core import device as _device
-from flow.core import dtypes as _dtypes
-from flow.distributed import global_tensor as _global
-from flow.modes import lazy as _lazy
-from flow.core.autograd import record
-from flow.core.trace import current_trace
-from flow.core.errors import op_error, strip_op_prefix, user_location
+__all__ = ["PRIMITIVES", "Primitive", "bind", "mode_names", "primitive", "register_mode",
+           "remove_mode"]
 
 
 @dataclass(eq=False)
@@ -55,47 +51,54 @@ def primitive(name: str, op: type[fd.FlowOp], to_ir: Callable[[dict], dict] | No
     return register
 
 
+# A mode: `applies(prim, args, trace)` says whether it takes the primitive (`trace` is the
+# current `Trace` or None); `process(prim, args, params, trace)` runs it and returns the
+# result, or None to hand the primitive on to the next mode.
+Applies = Callable[[Primitive, tuple, Trace | None], bool]
+Process = Callable[[Primitive, tuple, dict, Trace | None], object]
+
+_MODE_NAMES: list[str] = []
+_MODES: list[tuple[Applies, Process]] = []  # in priority order
+
+
+def register_mode(name: str, applies: Applies, process: Process, *,
+                  before: str | None = None) -> None:  # fmt: skip
+    """Add execution mode `name` after the modes registered so far, or just before mode
+    `before`; registering a name again replaces that mode in place."""
+    if name in _MODE_NAMES:
+        _MODES[_MODE_NAMES.index(name)] = (applies, process)
+        return
+    at = len(_MODES)
+    if before is not None:
+        if before not in _MODE_NAMES:
+            raise ValueError(f"register_mode: no mode {before!r} to insert {name!r} before; "
+                             f"registered: {', '.join(_MODE_NAMES) or 'none'}")  # fmt: skip
+        at = _MODE_NAMES.index(before)
+    _MODE_NAMES.insert(at, name)
+    _MODES.insert(at, (applies, process))
+
+
+def remove_mode(name: str) -> None:
+    """Forget execution mode `name`."""
+    if name not in _MODE_NAMES:
+        raise ValueError(f"remove_mode: no mode {name!r}; registered: {', '.join(_MODE_NAMES)}")
+    del _MODES[_MODE_NAMES.index(name)]
+    _MODE_NAMES.remove(name)
+
+
+def mode_names() -> tuple[str, ...]:
+    """The registered modes, in the order `bind` asks them."""
+    return tuple(_MODE_NAMES)
+
+
 def bind(prim: Primitive, *args, **params):
-    """Apply a primitive to Tensors: emit IR when tracing, else run the numpy kernel."""
-    from flow.core.tensor import Tensor
-
-    if _lazy.enabled() and current_trace() is None:  # flow.lazy(): record, compute later
-        out = _lazy.lazy_bind(prim, args, params)
-        if out is not None:
-            _device.propagate(args, out)
-            return out
-    if not args and current_trace() is None and prim.name in ("full", "iota"):
-        return _global.eager_create(prim, params)  # constants: global ones in global VJPs
+    """Apply a primitive to Tensors in the current mode (emit IR when tracing, run the numpy
+    kernel eagerly, record it under flow.lazy, ...)."""
     trace = current_trace()
-    if trace is None and any(getattr(a, "_dist", None) is not None for a in args):
-        from flow.distributed.global_tensor import global_bind  # eager global tensors; inside a trace they are traced
-
-        return global_bind(prim, args, params)
-    for a in args:
-        if a._trace is not None and a._trace is not trace:
-            raise op_error(prim.name, "a tensor from another (finished) trace was used here")
-    ir_params = prim.to_ir(params)
-    loc = user_location()
-    if trace is not None:
-        operands = [a._value if a._trace is trace else trace.lift(a) for a in args]
-        try:
-            op = prim.op.make(*operands, **ir_params)
-        except VerifyException as err:
-            raise op_error(prim.name, strip_op_prefix(str(err)), loc) from None
-        trace.emit(op, loc)
-        result = op.results[0]
-        out = Tensor._traced(result, trace, _dtypes.from_ir(result.type.element_type))
-        return record(prim.name, prim.vjp, args, params, out)
-    try:
-        ty = prim.op.infer([a._ir_type() for a in args], **ir_params)
-    except VerifyException as err:
-        raise op_error(prim.name, strip_op_prefix(str(err)), loc) from None
-    with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, like torch
-        out = np.asarray(prim.impl(*(a._data for a in args), **params))
-    expected = _dtypes.from_ir(ty.element_type).np_dtype
-    if out.dtype != expected:
-        out = out.astype(expected)
-    result = Tensor._eager(out)
-    _global.propagate_constant(args, result)  # the same on every rank if its inputs are
-    _device.propagate(args, result)  # on the device of its inputs
-    return record(prim.name, prim.vjp, args, params, result)
+    for applies, process in _MODES:
+        if applies(prim, args, trace):
+            out = process(prim, args, params, trace)
+            if out is not None:
+                return out
+    raise RuntimeError(f"{prim.name}: no execution mode took this primitive (registered: "
+                       f"{', '.join(_MODE_NAMES) or 'none'}); import flow to register them")
