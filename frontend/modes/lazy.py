@@ -65,7 +65,6 @@ import os
 import sys
 import threading
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -76,6 +75,7 @@ from flow.core.errors import FRONTEND_DIR as _FRONTEND_DIR
 from flow.core.pending import PendingValue, register_host_write_hook
 from flow.core.tensor import Size, Tensor
 from flow.distributed.eager_ops import creation_placement
+from flow.modes.lazy_stats import LazyStats, counters, lazy_stats
 
 __all__ = ["LazyStats", "LazyValue", "applies", "lazy", "lazy_stats", "lazy_sync", "process"]
 
@@ -96,40 +96,6 @@ def enabled() -> bool:
 
 def _min_ops() -> int:
     return getattr(_local, "min_ops", _MIN_OPS)
-
-
-@dataclass(frozen=True)
-class LazyStats:
-    """Counters of lazy mode since the last reset (see `lazy_stats`).
-
-    `ops`: primitives recorded; `flushes`: pending graphs computed; `compiles`: programs
-    lowered and compiled (cache misses); `cache_hits`: runs of an already compiled
-    program; `interpreted`: runs on numpy (a small program, or a fallback); `fallbacks`:
-    programs whose compilation failed (they run on numpy).
-    """
-
-    ops: int = 0
-    flushes: int = 0
-    compiles: int = 0
-    cache_hits: int = 0
-    interpreted: int = 0
-    fallbacks: int = 0
-
-
-_counters = dict.fromkeys(LazyStats.__dataclass_fields__, 0)
-
-
-def _count(**delta: int) -> None:
-    for k, v in delta.items():
-        _counters[k] += v
-
-
-def lazy_stats(reset: bool = False) -> LazyStats:
-    """A snapshot of the lazy-mode counters; `reset=True` zeroes them afterwards."""
-    snapshot = LazyStats(**_counters)
-    if reset:
-        _counters.update(dict.fromkeys(_counters, 0))
-    return snapshot
 
 
 class lazy(contextlib.ContextDecorator):  # noqa: N801  (used like flow.no_grad)
@@ -401,7 +367,7 @@ def _node(prim, args: tuple, params: dict) -> LazyValue:
     node.value, node.rebound, node.deferred, node.seq = None, False, False, _seq
     _seq += 1
     _ops_pending += 1
-    _counters["ops"] += 1
+    counters["ops"] += 1
     return node
 
 

@@ -1,6 +1,6 @@
 """Flushing pending lazy graphs: which nodes to compute, and the programs computing them.
 
-`flush` picks the outputs (see frontend/_lazy.py for the rules), collects the pending
+`flush` picks the outputs (see flow.modes.lazy for the rules), collects the pending
 nodes they need in recording order, and keys the program by its structure: the op
 sequence with static parameters and operand wiring, the shapes and dtypes of its
 inputs (every concrete array read), and its outputs. `_Programs` keeps one entry per
@@ -20,7 +20,8 @@ import numpy as np
 
 from flow.core import dtypes as _dtypes
 from flow.modes import lazy as L
-from flow.modes.lazy import _NO, LazyValue, _count, _eval
+from flow.modes.lazy import _NO, LazyValue, _eval
+from flow.modes.lazy_stats import count as _count
 
 _CACHE_ENTRIES = 256
 
@@ -259,11 +260,10 @@ def _compile(order, leaves, roots, dynamic):
     """Replay the nodes into a flow function and compile it like `flow.jit` does."""
     from xdsl.dialects.builtin import TensorType
 
-    from flow.targets import DEFAULT_TARGET
-
     from flow import primitives as P
-    from flow.compile.jit import Lowered
+    from flow.compile.stages import Lowered
     from flow.core.trace import Trace
+    from flow.targets import DEFAULT_TARGET
 
     trace = Trace("lazy")
     vals: dict[int, object] = {}
@@ -292,4 +292,4 @@ def _compile(order, leaves, roots, dynamic):
     module.verify()
     lowered = Lowered(module=module, in_tree=None, out_tree=None, signature=(), captured=[],
                       name="lazy")  # fmt: skip
-    return lowered.compile(DEFAULT_TARGET)._fn
+    return lowered.compile(DEFAULT_TARGET).entry
