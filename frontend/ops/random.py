@@ -161,7 +161,7 @@ def _key(generator: Generator) -> Tensor:
     """The key for one random op: drawn now eagerly; an argument filled per call when traced."""
     trace = current_trace()
     if trace is None:
-        from flow.distributed.global_tensor import mark_constant
+        from flow.distributed.eager_ops import mark_constant
 
         return mark_constant(Tensor._eager(generator._next_key_array().reshape(())), drawn=True)
     # Compiled functions take keys as tensor<1xi64> arguments (the runtime passes

@@ -58,7 +58,7 @@ def _spatial_input(op: str, input, n: int, *, float_only: bool) -> Tensor:
 def _capture_constant(arr: np.ndarray) -> Tensor:
     """A larger host array as a captured tensor, the same on every rank: broadcast next to
     global ones."""
-    from flow.distributed.global_tensor import mark_constant
+    from flow.distributed.eager_ops import mark_constant
 
     return mark_constant(tensor(arr))
 
