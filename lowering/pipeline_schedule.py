@@ -52,7 +52,7 @@ from xdsl.passes import ModulePass
 from flow.dialect import distributed as dd
 from flow.dialect.attrs import PlacementAttr, dist_of
 
-from .infer_sbp import fail
+from ._support import fail
 
 MICRO_BATCH_ATTR = "micro_batch"
 PHASE_ATTR = "pipeline_phase"
