@@ -9,7 +9,7 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.ir import Dialect
 
-from . import distributed, fused, movement, ops, random, window
+from . import distributed, elementwise, fused, movement, ops, random, structured, window
 from .attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from .distributed import *  # noqa: F403
 from .fused import *  # noqa: F403
@@ -18,7 +18,10 @@ from .ops import *  # noqa: F403
 from .random import *  # noqa: F403
 from .window import *  # noqa: F403
 
-ALL_OPS = ops.ALL_OPS + movement.OPS + window.OPS + random.OPS + distributed.OPS + fused.OPS
+ALL_OPS = (
+    elementwise.OPS + structured.OPS + movement.OPS + window.OPS + random.OPS
+    + distributed.OPS + fused.OPS
+)  # fmt: skip
 """Every op of the dialect, by family."""
 
 Flow = Dialect(
@@ -28,8 +31,8 @@ Flow = Dialect(
         PlacementAttr,
         SbpAttr,
         DistAttr,
-        ops.CompareDirectionAttr,
-        ops.ReduceKindAttr,
+        *elementwise.ATTRS,
+        *structured.ATTRS,
         *movement.ATTRS,
         *window.ATTRS,
         *random.ATTRS,
