@@ -140,7 +140,10 @@ class _Inference:
                 operands[i] = self._promote(op, i, placement)
         op.operands = operands
         current = [dist_of(o.type).sbp.sbps for o in op.operands]
-        sig = sbp_rules.choose(op, current, placement.mesh_shape)
+        try:
+            sig = sbp_rules.choose(op, current, placement.mesh_shape)
+        except sbp_rules.NoSbpRuleError as err:
+            raise fail(op, err.detail) from None
         boxed = [
             o if have == want else self._box(o, with_dist(o.type, placement, want), op)
             for o, have, want in zip(op.operands, current, sig.inputs)
