@@ -9,7 +9,8 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.ir import Dialect
 
-from . import distributed, elementwise, fused, movement, ops, random, structured, window
+from . import attr_names, distributed, elementwise, fused, movement, ops, random, structured, window
+from .attr_names import *  # noqa: F403
 from .attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from .distributed import *  # noqa: F403
 from .fused import *  # noqa: F403
@@ -53,6 +54,6 @@ def make_context() -> Context:
 
 
 __all__ = ["Flow", "make_context", "DistAttr", "PlacementAttr", "Sbp", "SbpAttr", "dist_of",
-           *ops.__all__, *movement.__all__, *window.__all__, *random.__all__,
+           *attr_names.__all__, *ops.__all__, *movement.__all__, *window.__all__, *random.__all__,
            *distributed.__all__, *fused.__all__]  # fmt: skip
 __all__ = [n for n in __all__ if n != "ALL_OPS"] + ["ALL_OPS"]

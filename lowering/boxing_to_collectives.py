@@ -33,6 +33,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from flow.dialect import distributed as dd
+from flow.dialect.attr_names import TRANSFER_ATTR
 from flow.dialect.attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from flow.dialect.sbp import boxing_rule, boxing_steps
 from flow.dialect.structured import ReduceKind, ReduceKindAttr
@@ -161,12 +162,6 @@ def lower_boxing(op: dd.BoxingOp, rank: int | None) -> None:
         return
     op.result.replace_all_uses_with(result)
     Rewriter.erase_op(op)
-
-
-TRANSFER_ATTR = "transfer_tag"
-"""flow-partition numbers the boxings of a program (the same on every rank) in this
-attribute; a placement change sends and receives with that message tag, so that ranks
-may order their transfers differently (pipeline schedules) and still pair them."""
 
 
 def _tag(op: dd.BoxingOp) -> dict[str, Attribute]:

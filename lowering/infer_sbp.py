@@ -31,13 +31,11 @@ from xdsl.rewriter import InsertPoint, Rewriter
 
 from flow.dialect import distributed as dd
 from flow.dialect import sbp as sbp_rules
+from flow.dialect.attr_names import SIGNATURE_ATTR
 from flow.dialect.attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from flow.dialect.ops import FlowOp
 
 from ._support import atomically, fail
-
-SIGNATURE_ATTR = "sbp_signature"
-"""The discardable attribute recording the signature flow-infer-sbp chose for an op."""
 
 
 def with_dist(ty: Attribute, placement: PlacementAttr, nd: tuple[Sbp, ...]) -> TensorType:
