@@ -133,7 +133,8 @@ class PipelinePass(ModulePass):
 
 def _pipeline_pass(name: str) -> Callable[[], type[ModulePass]]:
     cls_name = "".join(w.title() for w in name.split("-")) + "Pipeline"
-    cls = type(cls_name, (PipelinePass,), {"name": name, "__doc__": f"The `{name}` pipeline."})
+    body = {"name": name, "__doc__": f"The `{name}` pipeline.", "__module__": __name__}
+    cls = type(cls_name, (PipelinePass,), body)
     return lambda: cls
 
 
