@@ -9,7 +9,8 @@ from __future__ import annotations
 from xdsl.context import Context
 from xdsl.ir import Dialect
 
-from . import distributed, fused, movement, ops, random, window
+from . import attr_names, distributed, elementwise, fused, movement, ops, random, structured, window
+from .attr_names import *  # noqa: F403
 from .attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from .distributed import *  # noqa: F403
 from .fused import *  # noqa: F403
@@ -18,7 +19,10 @@ from .ops import *  # noqa: F403
 from .random import *  # noqa: F403
 from .window import *  # noqa: F403
 
-ALL_OPS = ops.ALL_OPS + movement.OPS + window.OPS + random.OPS + distributed.OPS + fused.OPS
+ALL_OPS = (
+    elementwise.OPS + structured.OPS + movement.OPS + window.OPS + random.OPS
+    + distributed.OPS + fused.OPS
+)  # fmt: skip
 """Every op of the dialect, by family."""
 
 Flow = Dialect(
@@ -28,8 +32,8 @@ Flow = Dialect(
         PlacementAttr,
         SbpAttr,
         DistAttr,
-        ops.CompareDirectionAttr,
-        ops.ReduceKindAttr,
+        *elementwise.ATTRS,
+        *structured.ATTRS,
         *movement.ATTRS,
         *window.ATTRS,
         *random.ATTRS,
@@ -50,6 +54,6 @@ def make_context() -> Context:
 
 
 __all__ = ["Flow", "make_context", "DistAttr", "PlacementAttr", "Sbp", "SbpAttr", "dist_of",
-           *ops.__all__, *movement.__all__, *window.__all__, *random.__all__,
+           *attr_names.__all__, *ops.__all__, *movement.__all__, *window.__all__, *random.__all__,
            *distributed.__all__, *fused.__all__]  # fmt: skip
 __all__ = [n for n in __all__ if n != "ALL_OPS"] + ["ALL_OPS"]

@@ -40,7 +40,9 @@ from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.traits import HasParent, IsTerminator, Pure
 
-from .ops import BroadcastInDimOp, ElementwiseOp, FullOp, _err
+from .base import verify_error
+from .elementwise import ElementwiseOp
+from .structured import BroadcastInDimOp, FullOp
 
 FUSED_BODY_OPS: tuple[type[Operation], ...] = (ElementwiseOp, FullOp, BroadcastInDimOp)
 """What a `flow.fused` body may hold besides its `flow.yield`."""
@@ -129,24 +131,24 @@ class FusedOp(IRDLOperation):
     def verify_(self) -> None:
         block = self.body.block
         if not self.res:
-            raise _err(self.name, "expected at least one result")
+            raise verify_error(self.name, "expected at least one result")
         shape = self.iteration_shape
         for i, r in enumerate(self.res):
             if _shape(r.type) != shape:
-                raise _err(
+                raise verify_error(
                     self.name,
                     f"expected every result to have shape {list(shape)} (that of result #0), "
                     f"got result #{i} of type {r.type}",
                 )
         if len(block.args) != len(self.inputs):
-            raise _err(
+            raise verify_error(
                 self.name,
                 f"expected {len(self.inputs)} region arguments (one per operand), "
                 f"got {len(block.args)}",
             )
         for i, (arg, operand) in enumerate(zip(block.args, self.inputs)):
             if arg.type != operand.type:
-                raise _err(
+                raise verify_error(
                     self.name,
                     f"expected region argument #{i} of type {operand.type} (the operand's), "
                     f"got {arg.type}",
@@ -154,43 +156,43 @@ class FusedOp(IRDLOperation):
         terminator = block.last_op
         if not isinstance(terminator, YieldOp):
             got = "an empty body" if terminator is None else f"'{terminator.name}'"
-            raise _err(self.name, f"expected the body to end with 'flow.yield', got {got}")
+            raise verify_error(self.name, f"expected the body to end with 'flow.yield', got {got}")
         for op in block.ops:
             if op is not terminator:
                 self._verify_body_op(op, shape)
         yielded = [v.type for v in terminator.values]
         expected = [r.type for r in self.res]
         if len(yielded) != len(expected):
-            raise _err(
+            raise verify_error(
                 self.name, f"expected 'flow.yield' of {len(expected)} values, got {len(yielded)}"
             )
         for i, (y, e) in enumerate(zip(yielded, expected)):
             if y != e:
-                raise _err(self.name, f"expected yield operand #{i} of type {e}, got {y}")
+                raise verify_error(self.name, f"expected yield operand #{i} of type {e}, got {y}")
 
     def _verify_body_op(self, op: Operation, shape: tuple[int, ...]) -> None:
         if not isinstance(op, FUSED_BODY_OPS):
-            raise _err(
+            raise verify_error(
                 self.name,
                 f"expected only elementwise flow ops, flow.full and flow.broadcast_in_dim "
                 f"in its body, got '{op.name}'",
             )
         for j, v in enumerate(op.operands):
             if not _defined_in(v, self.body.block):
-                raise _err(
+                raise verify_error(
                     self.name,
                     f"using value defined outside the region: operand #{j} of '{op.name}' "
                     "(pass it as an operand)",
                 )
         if isinstance(op, BroadcastInDimOp) and not isinstance(op.operand.owner, Block):
-            raise _err(
+            raise verify_error(
                 self.name,
                 "expected 'flow.broadcast_in_dim' in its body to broadcast a region argument, "
                 f"got the result of '{op.operand.owner.name}'",
             )
         actual = _shape(op.results[0].type)
         if actual != shape:
-            raise _err(
+            raise verify_error(
                 self.name,
                 f"expected every op in its body to have the result shape {list(shape)}, "
                 f"got '{op.name}' of type {op.results[0].type}",

@@ -1,6 +1,6 @@
 """Data-movement ops of the flow dialect: strided slice, constant pad, concat and gather.
 
-Together with reshape / transpose / broadcast_in_dim (dialect/ops.py) these are
+Together with reshape / transpose / broadcast_in_dim (structured.py) these are
 all the frontend needs for indexing, `cat`/`stack`/`split`, `flip`/`roll`,
 `pad` and embedding lookups. Every parameter is static: shapes never depend on
 data, so each op's result type follows from its operands and properties alone.
@@ -31,19 +31,19 @@ from xdsl.irdl import (
 )
 from xdsl.traits import Pure
 
-from .ops import FlowOp, _err, _i64_array, _tensor
+from .base import FlowOp, expect_tensor, i64_array, verify_error
 
 
 def _per_dim(values: Sequence[int], rank: int, op_name: str, what: str, ty) -> tuple[int, ...]:
     values = tuple(int(v) for v in values)
     if len(values) != rank:
-        raise _err(op_name, f"expected {rank} {what} entries for {ty}, got {list(values)}")
+        raise verify_error(op_name, f"expected {rank} {what} entries for {ty}, got {list(values)}")
     return values
 
 
 def _check_dim(dim: int, rank: int, op_name: str) -> int:
     if not 0 <= int(dim) < rank:
-        raise _err(op_name, f"expected dim in [0, {rank}), got {dim}")
+        raise verify_error(op_name, f"expected dim in [0, {rank}), got {dim}")
     return int(dim)
 
 
@@ -72,7 +72,7 @@ class SliceOp(FlowOp):
         cls, operand_types, *, start: Sequence[int], strides: Sequence[int], sizes: Sequence[int]
     ):
         (ty,) = operand_types
-        ty = _tensor(ty, cls.name, "operand")
+        ty = expect_tensor(ty, cls.name, "operand")
         shape = ty.get_shape()
         rank = len(shape)
         start = _per_dim(start, rank, cls.name, "start", ty)
@@ -80,12 +80,12 @@ class SliceOp(FlowOp):
         sizes = _per_dim(sizes, rank, cls.name, "size", ty)
         for d, (n, s, st, k) in enumerate(zip(shape, start, strides, sizes)):
             if st == 0:
-                raise _err(cls.name, f"expected non-zero strides, got {list(strides)}")
+                raise verify_error(cls.name, f"expected non-zero strides, got {list(strides)}")
             if k < 0:
-                raise _err(cls.name, f"expected non-negative sizes, got {list(sizes)}")
+                raise verify_error(cls.name, f"expected non-negative sizes, got {list(sizes)}")
             last = s + (k - 1) * st
             if k > 0 and not (0 <= s < n and 0 <= last < n):
-                raise _err(
+                raise verify_error(
                     cls.name,
                     f"dim {d} reads indices {s} to {last} (start {s}, stride {st}, size {k}) "
                     f"outside [0, {n}) of {ty}",
@@ -101,7 +101,7 @@ class SliceOp(FlowOp):
 
     @classmethod
     def _props(cls, *, start, strides, sizes):
-        return {"start": _i64_array(start), "strides": _i64_array(strides)}
+        return {"start": i64_array(start), "strides": i64_array(strides)}
 
 
 @irdl_op_definition
@@ -127,16 +127,18 @@ class PadOp(FlowOp):
     @classmethod
     def infer(cls, operand_types, *, low: Sequence[int], high: Sequence[int], value: Attribute):
         (ty,) = operand_types
-        ty = _tensor(ty, cls.name, "operand")
+        ty = expect_tensor(ty, cls.name, "operand")
         shape = ty.get_shape()
         low = _per_dim(low, len(shape), cls.name, "low padding", ty)
         high = _per_dim(high, len(shape), cls.name, "high padding", ty)
         if any(p < 0 for p in (*low, *high)):
-            raise _err(
+            raise verify_error(
                 cls.name, f"expected non-negative padding, got low {list(low)}, high {list(high)}"
             )
         if not isinstance(value, (FloatAttr, IntegerAttr)) or value.type != ty.element_type:
-            raise _err(cls.name, f"expected a padding value of type {ty.element_type}, got {value}")
+            raise verify_error(
+                cls.name, f"expected a padding value of type {ty.element_type}, got {value}"
+            )
         return TensorType(ty.element_type, [n + lo + hi for n, lo, hi in zip(shape, low, high)])
 
     def params(self):
@@ -144,7 +146,7 @@ class PadOp(FlowOp):
 
     @classmethod
     def _props(cls, *, low, high, value):
-        return {"low": _i64_array(low), "high": _i64_array(high), "value": value}
+        return {"low": i64_array(low), "high": i64_array(high), "value": value}
 
 
 @irdl_op_definition
@@ -167,18 +169,18 @@ class ConcatOp(FlowOp):
     @classmethod
     def infer(cls, operand_types, *, dim: int):
         if not operand_types:
-            raise _err(cls.name, "expected at least one operand")
-        tys = [_tensor(t, cls.name, "operands") for t in operand_types]
+            raise verify_error(cls.name, "expected at least one operand")
+        tys = [expect_tensor(t, cls.name, "operands") for t in operand_types]
         first = tys[0]
         shape = first.get_shape()
         if not shape:
-            raise _err(cls.name, f"expected operands of rank >= 1, got {first}")
+            raise verify_error(cls.name, f"expected operands of rank >= 1, got {first}")
         dim = _check_dim(dim, len(shape), cls.name)
         total = 0
         for i, ty in enumerate(tys):
             s = ty.get_shape()
             if ty.element_type != first.element_type:
-                raise _err(
+                raise verify_error(
                     cls.name,
                     f"expected every operand to have element type {first.element_type}, "
                     f"got {ty} (operand #{i})",
@@ -186,7 +188,7 @@ class ConcatOp(FlowOp):
             if len(s) != len(shape) or any(
                 a != b for d, (a, b) in enumerate(zip(s, shape)) if d != dim
             ):
-                raise _err(
+                raise verify_error(
                     cls.name,
                     f"expected operand #{i} to match operand #0 in every dim but {dim}, "
                     f"got {ty} and {first}",
@@ -235,25 +237,25 @@ class GatherOp(FlowOp):
 
     @classmethod
     def infer(cls, operand_types, *, dim: int):
-        ty, idx = (_tensor(t, cls.name, "operands") for t in operand_types)
+        ty, idx = (expect_tensor(t, cls.name, "operands") for t in operand_types)
         el = idx.element_type
         if not isinstance(el, IntegerType) or el.width.data == 1:
-            raise _err(cls.name, f"expected integer indices, got {idx}")
+            raise verify_error(cls.name, f"expected integer indices, got {idx}")
         shape, ishape = ty.get_shape(), idx.get_shape()
         if len(ishape) != len(shape):
-            raise _err(
+            raise verify_error(
                 cls.name, f"expected indices of rank {len(shape)} like the operand {ty}, got {idx}"
             )
         dim = _check_dim(dim, len(shape), cls.name)
         for d, (n, m) in enumerate(zip(shape, ishape)):
             if d != dim and m > n:
-                raise _err(
+                raise verify_error(
                     cls.name,
                     f"expected indices dim {d} (size {m}) to be at most operand dim {d} "
                     f"(size {n}), got {idx} and {ty}",
                 )
         if shape[dim] == 0 and 0 not in ishape:
-            raise _err(cls.name, f"cannot gather along dim {dim} of size 0 of {ty}")
+            raise verify_error(cls.name, f"cannot gather along dim {dim} of size 0 of {ty}")
         return TensorType(ty.element_type, ishape)
 
     def params(self):

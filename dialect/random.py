@@ -15,7 +15,7 @@ from xdsl.ir import Attribute
 from xdsl.irdl import irdl_op_definition, operand_def, result_def, traits_def
 from xdsl.traits import Pure
 
-from .ops import FlowOp, _err, _tensor
+from .base import FlowOp, expect_tensor, verify_error
 
 SPLITMIX64_GAMMA = 0x9E3779B97F4A7C15
 """The Weyl increment of SplitMix64 (2**64 / golden ratio, odd)."""
@@ -65,12 +65,12 @@ class RandomBitsOp(FlowOp):
     @classmethod
     def infer(cls, operand_types, *, shape: Sequence[int], element_type: Attribute):
         (key,) = operand_types
-        key = _tensor(key, cls.name, "key")
+        key = expect_tensor(key, cls.name, "key")
         if key.get_shape() != () or key.element_type != i64:
-            raise _err(cls.name, f"expected key of type tensor<i64>, got {key}")
+            raise verify_error(cls.name, f"expected key of type tensor<i64>, got {key}")
         shape = tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
-            raise _err(
+            raise verify_error(
                 cls.name, f"expected a static shape of non-negative sizes, got {list(shape)}"
             )
         if not (
@@ -78,7 +78,7 @@ class RandomBitsOp(FlowOp):
             and element_type.width.data in RANDOM_BITS_WIDTHS
             and element_type.signedness.data == Signedness.SIGNLESS
         ):
-            raise _err(cls.name, f"expected result elements i32 or i64, got {element_type}")
+            raise verify_error(cls.name, f"expected result elements i32 or i64, got {element_type}")
         return TensorType(element_type, shape)
 
     def params(self):

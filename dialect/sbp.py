@@ -1,20 +1,27 @@
-"""SBP signatures of the flow ops and the boxing cost model (OneFlow's SBP inference).
+"""SBP signatures of the flow ops, the boxing table and the boxing cost model.
 
-A signature says, for one mesh axis, how an op may be computed on shards
-without communication: given operands distributed as `inputs`, each rank runs
-the op on its shards and holds its shard of the result, distributed as
-`outputs`. Matmul, for example, has `S(0) x B -> S(0)` (split rows),
-`B x S(1) -> S(1)` (split columns), `S(1) x S(0) -> P` (split the contraction:
-each rank holds an addend), `B x B -> B`, `P x B -> P` and `B x P -> P`.
+A signature says how an op may be computed on shards without communication:
+given operands distributed as `inputs`, each rank runs the op on its shards and
+holds its shard of the result, distributed as `outputs`. Matmul, for example,
+has `S(0) x B -> S(0)` (split rows), `B x S(1) -> S(1)` (split columns),
+`S(1) x S(0) -> P` (split the contraction: each rank holds an addend),
+`B x B -> B`, `P x B -> P` and `B x P -> P`. The per-axis rules of every op are
+the table in signatures.py; an op without an entry there is an error, and the
+ops that must be computed replicated say so there.
 
 Signatures for an N-d placement are products of the per-axis ones (mesh axis
-0 splits first, axis 1 splits the pieces, ...); every per-axis rule below is
-valid whatever the other axes do, so all products are. Ops without a rule are
-computed replicated (`B` everywhere): always correct, never the fastest.
+0 splits first, axis 1 splits the pieces, ...); every per-axis rule is valid
+whatever the other axes do, so all products are.
+
+The boxing table (`BOXING_TABLE`, read through `boxing_rule` / `boxing_steps`)
+says, once, how one mesh axis turns one SBP entry into another: which
+collective, with which dims, at which cost in communicated bytes. The cost
+model here, the compiled lowering (flow-boxing-to-collectives) and eager
+boxing all read it.
 
 `choose(op, operand_sbps)` picks the signature that needs the fewest bytes of
-boxing, by the costs of DESIGN §5 (`boxing_cost`); ties go to the signature
-needing fewest boxings, then to the first in `signatures` order.
+boxing (`boxing_cost`); ties go to the signature needing fewest boxings, then
+to the first in `signatures` order.
 """
 
 from __future__ import annotations
@@ -24,23 +31,23 @@ from dataclasses import dataclass
 from itertools import product
 from math import prod
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr, IntegerType, TensorType
+from xdsl.dialects.builtin import IntegerType, TensorType
 from xdsl.ir import Attribute, Operation
 
-from . import movement as mv
-from . import ops
-from . import window as win
 from .attrs import Sbp, SbpAttr, dist_of
-from .random import RandomBitsOp
+from .collectives import (
+    AllGatherOp,
+    AllReduceOp,
+    AllToAllOp,
+    LocalPartialOp,
+    LocalSliceOp,
+    MeshAxisOp,
+    ReduceScatterOp,
+)
+from .signatures import REPLICATED_ONLY, RULES, NoSbpRuleError, axis_rules
 
 NdSbp = tuple[Sbp, ...]
 """One SBP per mesh axis: the distribution of a tensor over an N-d placement."""
-
-B, P = Sbp("B"), Sbp("P")
-
-
-def S(dim: int) -> Sbp:
-    return Sbp("S", dim)
 
 
 def format_nd(nd: Sequence[Sbp]) -> str:
@@ -75,183 +82,12 @@ class Signature:
         return Signature(tuple(nd(i) for i in inputs), tuple(nd(o) for o in outputs))
 
 
-# --------------------------------------------------------------------------- per-axis rules
-
-Rule1 = tuple[tuple[Sbp, ...], tuple[Sbp, ...]]
-
-
-def _shape(value) -> tuple[int, ...]:
-    return tuple(value.type.get_shape())
-
-
-def _replicated(op: Operation) -> list[Rule1]:
-    """The safe default: every operand and result broadcast."""
-    return [((B,) * len(op.operands), (B,) * len(op.results))]
-
-
-def _splits(n_operands: int, rank: int) -> list[Rule1]:
-    return [((S(d),) * n_operands, (S(d),)) for d in range(rank)]
-
-
-def _elementwise(op: Operation) -> list[Rule1]:
-    n, rank = len(op.operands), len(_shape(op.results[0]))
-    rules = _splits(n, rank) + [((B,) * n, (B,))]
-    is_float = ops.is_float(op.results[0].type.element_type)
-    if isinstance(op, ops.NegOp):
-        rules.append(((P,), (P,)))
-    elif isinstance(op, (ops.AddOp, ops.SubOp)):
-        rules.append(((P, P), (P,)))
-    elif isinstance(op, ops.MulOp):
-        rules += [((P, B), (P,)), ((B, P), (P,))]
-    elif isinstance(op, ops.DivOp) and is_float:
-        rules.append(((P, B), (P,)))
-    elif isinstance(op, ops.SelectOp):
-        rules.append(((B, P, P), (P,)))
-    return rules
-
-
-def _matmul(op: Operation) -> list[Rule1]:
-    r = len(_shape(op.lhs))
-    rules: list[Rule1] = [((S(b), S(b)), (S(b),)) for b in range(r - 2)]
-    rules += [
-        ((S(r - 2), B), (S(r - 2),)),  # split M
-        ((B, S(r - 1)), (S(r - 1),)),  # split N
-        ((S(r - 1), S(r - 2)), (P,)),  # split K: partial sums
-        ((B, B), (B,)),
-        ((P, B), (P,)),
-        ((B, P), (P,)),
-    ]
-    return rules
-
-
-def _reduce(op: ops.ReduceOp) -> list[Rule1]:
-    kind, dims = op.kind.data.value, set(op.dims.get_values())
-    rules: list[Rule1] = []
-    for d in range(len(_shape(op.operand))):
-        if d in dims:
-            if kind == "sum":
-                rules.append(((S(d),), (P,)))
-        else:
-            rules.append(((S(d),), (S(d - sum(1 for r in dims if r < d)),)))
-    rules.append(((B,), (B,)))
-    if kind == "sum":
-        rules.append(((P,), (P,)))
-    return rules
-
-
-def _transpose(op: ops.TransposeOp) -> list[Rule1]:
-    perm = list(op.permutation.get_values())
-    return [((S(perm[i]),), (S(i),)) for i in range(len(perm))] + [((B,), (B,)), ((P,), (P,))]
-
-
-def _reshape(op: ops.ReshapeOp) -> list[Rule1]:
-    """A split dim survives a reshape when it is kept whole with the same elements before it."""
-    src, dst = _shape(op.operand), _shape(op.result)
-    rules: list[Rule1] = []
-    for d, n in enumerate(src):
-        before = prod(src[:d])
-        for e, m in enumerate(dst):
-            if m == n and prod(dst[:e]) == before:
-                rules.append(((S(d),), (S(e),)))
-                break
-    return rules + [((B,), (B,)), ((P,), (P,))]
-
-
-def _broadcast(op: ops.BroadcastInDimOp) -> list[Rule1]:
-    src, dst = _shape(op.operand), _shape(op.result)
-    dims = list(op.broadcast_dimensions.get_values())
-    rules: list[Rule1] = [((S(i),), (S(d),)) for i, d in enumerate(dims) if src[i] == dst[d]]
-    return rules + [((B,), (B,)), ((P,), (P,))]
-
-
-def _slice(op: mv.SliceOp) -> list[Rule1]:
-    src, dst = _shape(op.operand), _shape(op.result)
-    start, strides = op.start.get_values(), op.strides.get_values()
-    rules: list[Rule1] = [
-        ((S(d),), (S(d),))
-        for d in range(len(src))
-        if start[d] == 0 and strides[d] == 1 and dst[d] == src[d]
-    ]
-    return rules + [((B,), (B,)), ((P,), (P,))]
-
-
-def _is_zero(value: Attribute) -> bool:
-    return isinstance(value, (FloatAttr, IntegerAttr)) and value.value.data == 0
-
-
-def _pad(op: mv.PadOp) -> list[Rule1]:
-    low, high = op.low.get_values(), op.high.get_values()
-    rules: list[Rule1] = [((S(d),), (S(d),)) for d in range(len(low)) if low[d] == high[d] == 0]
-    rules.append(((B,), (B,)))
-    if _is_zero(op.value):
-        rules.append(((P,), (P,)))
-    return rules
-
-
-def _concat(op: mv.ConcatOp) -> list[Rule1]:
-    n, rank, dim = len(op.operands), len(_shape(op.result)), op.dimension.value.data
-    rules = [r for r in _splits(n, rank) if r[1][0].dim != dim]
-    return rules + [((B,) * n, (B,)), ((P,) * n, (P,))]
-
-
-def _gather(op: mv.GatherOp) -> list[Rule1]:
-    dim = op.dimension.value.data
-    src, idx = _shape(op.operand), _shape(op.indices)
-    rules: list[Rule1] = [
-        ((S(d), S(d)), (S(d),)) for d in range(len(src)) if d != dim and src[d] == idx[d]
-    ]
-    rules += [((B, S(d)), (S(d),)) for d in range(len(idx))]
-    return rules + [((B, B), (B,)), ((P, B), (P,))]
-
-
-def _conv(op: win.ConvOp) -> list[Rule1]:
-    rules: list[Rule1] = [((S(0), B), (S(0),))]  # split the batch
-    if op.groups.value.data == 1:
-        rules.append(((B, S(0)), (S(1),)))  # split the output channels
-    return rules + [((B, B), (B,)), ((P, B), (P,)), ((B, P), (P,))]
-
-
-def _reduce_window(op: win.ReduceWindowOp) -> list[Rule1]:
-    window, strides = op.window.get_values(), op.strides.get_values()
-    dilations, padding = op.dilations.get_values(), op.padding.get_values()
-    rules: list[Rule1] = [
-        ((S(d),), (S(d),))
-        for d in range(len(window))
-        if window[d] == strides[d] == dilations[d] == 1
-        and padding[2 * d] == padding[2 * d + 1] == 0
-    ]
-    rules.append(((B,), (B,)))
-    if op.kind.data.value == "sum":
-        rules.append(((P,), (P,)))
-    return rules
-
-
-RULES: dict[type[Operation], Callable] = {
-    **{cls: _elementwise for cls in ops.ELEMENTWISE_OPS},
-    ops.MatmulOp: _matmul,
-    ops.ReduceOp: _reduce,
-    ops.TransposeOp: _transpose,
-    ops.ReshapeOp: _reshape,
-    ops.BroadcastInDimOp: _broadcast,
-    mv.SliceOp: _slice,
-    mv.PadOp: _pad,
-    mv.ConcatOp: _concat,
-    mv.GatherOp: _gather,
-    win.ConvOp: _conv,
-    win.ReduceWindowOp: _reduce_window,
-}
-"""Per-axis signature rules by op class; other ops (constants, iota, random bits) are `B` only."""
-
-REPLICATED_ONLY: tuple[type[Operation], ...] = (
-    ops.ConstantOp, ops.FullOp, ops.IotaOp, RandomBitsOp,
-)  # fmt: skip
-"""Ops that are computed replicated: their values depend on the global position."""
-
-
 def signatures(op: Operation, ndim: int = 1) -> list[Signature]:
-    """The valid signatures of `op` for a placement with `ndim` mesh axes, in preference order."""
-    rule = RULES.get(type(op), _replicated)
-    per_axis = rule(op)
+    """The valid signatures of `op` for a placement with `ndim` mesh axes, in preference order.
+
+    Raises `NoSbpRuleError` for an op without an entry in the rule table.
+    """
+    per_axis = axis_rules(op)
     out = []
     for combo in product(per_axis, repeat=ndim):
         inputs = tuple(tuple(c[0][i] for c in combo) for i in range(len(op.operands)))
@@ -276,6 +112,142 @@ def current_signature(op: Operation) -> Signature | None:
     return sig if sig in signatures(op, sig.ndim) else None
 
 
+# --------------------------------------------------------------------------- the boxing table
+
+
+def _share(size: float, k: int) -> float:
+    """The bytes of a tensor of `size` bytes that the other `k - 1` ranks of an axis hold."""
+    return size * (k - 1) / k
+
+
+def _free(size: float, k: int) -> float:
+    return 0.0
+
+
+def _no_dims(src: Sbp, dst: Sbp) -> dict[str, int]:
+    return {}
+
+
+@dataclass(frozen=True)
+class BoxingRule:
+    """One row of the boxing table: how one mesh axis turns entry kind `src` into `dst`.
+
+    `op` is the collective that does it on shards, within the groups of the
+    axis; `dims(src, dst)` gives that op's dim properties by name and `reduce`
+    its combiner (for the ops that sum partial values). `cost(size, k)` is the
+    bytes each rank communicates, for a tensor of `size` bytes as the axis sees
+    it and `k` ranks on the axis. A row with `via` has no op of its own: it is
+    the rows `src -> via` and `via -> dst` in turn (`boxing_steps` expands it).
+    """
+
+    src: str
+    dst: str
+    op: type[MeshAxisOp] | None
+    cost: Callable[[float, int], float] = _free
+    dims: Callable[[Sbp, Sbp], dict[str, int]] = _no_dims
+    reduce: str | None = None
+    via: str | None = None
+
+    @property
+    def collective(self) -> str:
+        """The op's name without `flow.` ("all_reduce", ..., "local_partial"), "via B" for a
+        row through another kind, "identity" where the pair needs nothing."""
+        if self.op is not None:
+            return self.op.name.removeprefix("flow.")
+        return f"via {self.via}" if self.via is not None else "identity"
+
+
+IDENTITY = BoxingRule("=", "=", None)
+"""The row of every pair whose source and destination entries are equal: nothing to do."""
+
+BOXING_TABLE: dict[tuple[str, str], BoxingRule] = {
+    (r.src, r.dst): r
+    for r in (
+        BoxingRule("P", "B", AllReduceOp, cost=lambda size, k: 2 * _share(size, k),
+                   reduce="sum"),
+        BoxingRule("P", "S", ReduceScatterOp, cost=_share,
+                   dims=lambda s, d: {"dim": d.dim}, reduce="sum"),
+        BoxingRule("S", "B", AllGatherOp, cost=_share, dims=lambda s, d: {"dim": s.dim}),
+        BoxingRule("S", "S", AllToAllOp, cost=lambda size, k: _share(size, k) / k,
+                   dims=lambda s, d: {"split_dim": d.dim, "concat_dim": s.dim}),
+        BoxingRule("B", "S", LocalSliceOp, dims=lambda s, d: {"dim": d.dim}),
+        BoxingRule("B", "P", LocalPartialOp),
+        BoxingRule("S", "P", None, via="B"),  # gather, then keep the value on one rank
+    )
+}  # fmt: skip
+"""OneFlow's boxing table (DESIGN §5), per mesh axis, keyed by (source kind, destination kind):
+P→B all_reduce; P→S(d) reduce_scatter; S(d)→B all_gather; S(i)→S(j) all_to_all (split d=j,
+concatenate i); B→S(d) local_slice (no communication); B→P local_partial (the value on the
+group's first rank, zeros elsewhere); S→P through B. Equal entries are `IDENTITY`."""
+
+
+def _entry(x: Sbp | str) -> Sbp:
+    if isinstance(x, Sbp):
+        return x
+    if isinstance(x, str):
+        return Sbp.parse(x)
+    raise TypeError(f"expected an SBP entry (an Sbp, or text S(<dim>), B or P), got {x!r}")
+
+
+def boxing_rule(src: Sbp | str, dst: Sbp | str) -> BoxingRule:
+    """The row of the boxing table that turns entry `src` into `dst` on one mesh axis."""
+    src, dst = _entry(src), _entry(dst)
+    if src == dst:
+        return IDENTITY
+    rule = BOXING_TABLE.get((src.kind, dst.kind))
+    if rule is None:
+        rows = ", ".join(f"{s}->{d}" for s, d in BOXING_TABLE)
+        raise ValueError(
+            f"no boxing rule turns {src} into {dst}: the boxing table has rows {rows} "
+            "(flow.dialect.sbp.BOXING_TABLE)"
+        )
+    return rule
+
+
+@dataclass(frozen=True)
+class BoxingStep:
+    """One collective of a boxing along one mesh axis: the row `rule` applied to `src -> dst`."""
+
+    src: Sbp
+    dst: Sbp
+    rule: BoxingRule
+
+    @property
+    def collective(self) -> str:
+        return self.rule.collective
+
+    @property
+    def op(self) -> type[MeshAxisOp]:
+        assert self.rule.op is not None
+        return self.rule.op
+
+    @property
+    def params(self) -> dict[str, int]:
+        """The op's dim properties: `{"dim": d}`, `{"split_dim": j, "concat_dim": i}` or none."""
+        return self.rule.dims(self.src, self.dst)
+
+    @property
+    def reduce(self) -> str | None:
+        return self.rule.reduce
+
+    def cost(self, size: float, k: int) -> float:
+        return self.rule.cost(size, k)
+
+
+def boxing_steps(src: Sbp | str, dst: Sbp | str) -> tuple[BoxingStep, ...]:
+    """The collectives, in order, that turn entry `src` into `dst` on one mesh axis.
+
+    None for equal entries, two for a row through another kind (S→P: all_gather, then
+    local_partial), one otherwise.
+    """
+    src, dst = _entry(src), _entry(dst)
+    rule = boxing_rule(src, dst)
+    if rule.via is not None:
+        mid = Sbp(rule.via)
+        return boxing_steps(src, mid) + boxing_steps(mid, dst)
+    return () if rule is IDENTITY else (BoxingStep(src, dst, rule),)
+
+
 # --------------------------------------------------------------------------- cost model
 
 
@@ -294,18 +266,9 @@ def axis_cost(src: Sbp, dst: Sbp, size: float, k: int) -> float:
     """Bytes each rank communicates to turn `src` into `dst` along one mesh axis of `k` ranks.
 
     `size` is the bytes of the tensor the axis distributes (the global tensor
-    for a 1-D placement). The table of DESIGN §5: P→B all_reduce, P→S
-    reduce_scatter, S→B all_gather, S(i)→S(j) all_to_all; B→S and B→P are
-    local; S→P goes through B.
+    for a 1-D placement); the costs are the boxing table's.
     """
-    if src == dst or src.kind == "B":
-        return 0.0
-    frac = size * (k - 1) / k
-    if src.kind == "P":
-        return 2 * frac if dst.kind == "B" else frac
-    if dst.kind == "S":
-        return frac / k
-    return frac  # S -> B, S -> P (gather, then keep on one rank)
+    return sum((step.cost(size, k) for step in boxing_steps(src, dst)), 0.0)
 
 
 def boxing_cost(
@@ -362,6 +325,8 @@ def choose(
 
 
 __all__ = [
-    "NdSbp", "Signature", "RULES", "REPLICATED_ONLY", "signatures", "current_signature",
-    "choose", "axis_cost", "boxing_cost", "tensor_bytes", "element_bytes", "format_nd",
+    "NdSbp", "Signature", "RULES", "REPLICATED_ONLY", "NoSbpRuleError", "signatures",
+    "current_signature", "choose", "axis_cost", "boxing_cost", "tensor_bytes", "element_bytes",
+    "format_nd", "BoxingRule", "BoxingStep", "BOXING_TABLE", "IDENTITY", "boxing_rule",
+    "boxing_steps",
 ]  # fmt: skip

@@ -17,39 +17,42 @@ from xdsl.ir import Attribute
 from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, traits_def
 from xdsl.traits import Pure
 
-from .ops import FlowOp, ReduceKind, ReduceKindAttr, _err, _i64_array, _tensor, is_float, is_int
+from .base import FlowOp, expect_tensor, i64_array, is_float, is_int, verify_error
+from .structured import ReduceKind, ReduceKindAttr
 
 Pairs = Sequence[Sequence[int]]
 
 
 def _numeric(ty: TensorType, op_name: str, what: str) -> None:
     if not (is_float(ty.element_type) or is_int(ty.element_type)):
-        raise _err(op_name, f"expected a float or integer {what}, got {ty}")
+        raise verify_error(op_name, f"expected a float or integer {what}, got {ty}")
 
 
 def _ints(values: Sequence[int], n: int, op_name: str, what: str, low: int) -> tuple[int, ...]:
     """`n` ints, each >= `low` (one per dim the property describes)."""
     values = tuple(int(v) for v in values)
     if len(values) != n:
-        raise _err(op_name, f"expected {n} {what}, got {list(values)}")
+        raise verify_error(op_name, f"expected {n} {what}, got {list(values)}")
     if any(v < low for v in values):
-        raise _err(op_name, f"expected {what} >= {low}, got {list(values)}")
+        raise verify_error(op_name, f"expected {what} >= {low}, got {list(values)}")
     return values
 
 
 def _pairs(padding: Pairs, n: int, op_name: str) -> tuple[tuple[int, int], ...]:
     pairs = tuple(tuple(int(v) for v in p) for p in padding)
     if len(pairs) != n or any(len(p) != 2 for p in pairs):
-        raise _err(
+        raise verify_error(
             op_name, f"expected {n} (low, high) padding pairs, got {[list(p) for p in pairs]}"
         )
     if any(v < 0 for p in pairs for v in p):
-        raise _err(op_name, f"expected non-negative padding, got {[list(p) for p in pairs]}")
+        raise verify_error(
+            op_name, f"expected non-negative padding, got {[list(p) for p in pairs]}"
+        )
     return pairs  # type: ignore[return-value]
 
 
 def _flat(padding: Pairs) -> DenseArrayBase:
-    return _i64_array([v for p in padding for v in p])
+    return i64_array([v for p in padding for v in p])
 
 
 def _unflat(values: Sequence[int]) -> tuple[tuple[int, int], ...]:
@@ -99,34 +102,42 @@ class ConvOp(FlowOp):
         padding: Pairs,
         groups: int,
     ) -> TensorType:
-        x, w = (_tensor(t, cls.name, what) for t, what in zip(operand_types, ("input", "weight")))
+        x, w = (
+            expect_tensor(t, cls.name, what) for t, what in zip(operand_types, ("input", "weight"))
+        )
         xs, ws = x.get_shape(), w.get_shape()
         if len(xs) not in (3, 4, 5):
-            raise _err(
+            raise verify_error(
                 cls.name, f"expected an input of rank 3, 4 or 5 ([N, C, spatial...]), got {x}"
             )
         if len(ws) != len(xs):
-            raise _err(cls.name, f"expected a weight of rank {len(xs)} like the input, got {w}")
+            raise verify_error(
+                cls.name, f"expected a weight of rank {len(xs)} like the input, got {w}"
+            )
         if x.element_type != w.element_type:
-            raise _err(cls.name, f"expected input and weight of one element type, got {x} and {w}")
+            raise verify_error(
+                cls.name, f"expected input and weight of one element type, got {x} and {w}"
+            )
         _numeric(x, cls.name, "input")
         n = len(xs) - 2
         strides = _ints(strides, n, cls.name, "strides", 1)
         dilations = _ints(dilations, n, cls.name, "dilations", 1)
         pads = _pairs(padding, n, cls.name)
         if int(groups) < 1:
-            raise _err(cls.name, f"expected groups >= 1, got {groups}")
+            raise verify_error(cls.name, f"expected groups >= 1, got {groups}")
         c_in, c_out = xs[1], ws[0]
         if c_in % groups:
-            raise _err(cls.name, f"expected input channels ({c_in}) divisible by groups ({groups})")
+            raise verify_error(
+                cls.name, f"expected input channels ({c_in}) divisible by groups ({groups})"
+            )
         if ws[1] * groups != c_in:
-            raise _err(
+            raise verify_error(
                 cls.name,
                 f"expected weight dim 1 to be input channels / groups = {c_in // groups}, "
                 f"got {ws[1]} (input {x}, weight {w}, groups = {groups})",
             )
         if c_out % groups:
-            raise _err(
+            raise verify_error(
                 cls.name, f"expected output channels ({c_out}) divisible by groups ({groups})"
             )
         out = []
@@ -134,7 +145,7 @@ class ConvOp(FlowOp):
             size = window_output_size(xs[2 + i], ws[2 + i], strides[i], dilations[i], pads[i])
             if size < 1:
                 padded = xs[2 + i] + pads[i][0] + pads[i][1]
-                raise _err(
+                raise verify_error(
                     cls.name,
                     f"expected the dilated kernel (size {dilations[i] * (ws[2 + i] - 1) + 1}) to "
                     f"fit in the padded input (size {padded}) in spatial dim {i}, "
@@ -154,8 +165,8 @@ class ConvOp(FlowOp):
     @classmethod
     def _props(cls, *, strides, dilations, padding, groups) -> dict[str, Attribute]:
         return {
-            "strides": _i64_array(strides),
-            "dilations": _i64_array(dilations),
+            "strides": i64_array(strides),
+            "dilations": i64_array(dilations),
             "padding": _flat(padding),
             "groups": IntegerAttr(int(groups), i64),
         }
@@ -199,9 +210,9 @@ class ReduceWindowOp(FlowOp):
         padding: Pairs,
     ) -> TensorType:
         (ty,) = operand_types
-        ty = _tensor(ty, cls.name, "operand")
+        ty = expect_tensor(ty, cls.name, "operand")
         if kind not in {k.value for k in ReduceKind}:
-            raise _err(cls.name, f"expected kind in sum/max/min/prod, got {kind!r}")
+            raise verify_error(cls.name, f"expected kind in sum/max/min/prod, got {kind!r}")
         _numeric(ty, cls.name, "operand")
         shape = ty.get_shape()
         r = len(shape)
@@ -215,7 +226,7 @@ class ReduceWindowOp(FlowOp):
             extent = dilations[i] * (window[i] - 1) + 1
             # An empty dim under a window of 1 gives an empty result dim.
             if extent > max(padded, 1):
-                raise _err(
+                raise verify_error(
                     cls.name,
                     f"expected the dilated window (size {extent}) to fit in the padded "
                     f"operand (size {padded}) in dim {i}, got {ty}",
@@ -236,9 +247,9 @@ class ReduceWindowOp(FlowOp):
     def _props(cls, *, kind, window, strides, dilations, padding) -> dict[str, Attribute]:
         return {
             "kind": ReduceKindAttr(ReduceKind(kind)),
-            "window": _i64_array(window),
-            "strides": _i64_array(strides),
-            "dilations": _i64_array(dilations),
+            "window": i64_array(window),
+            "strides": i64_array(strides),
+            "dilations": i64_array(dilations),
             "padding": _flat(padding),
         }
 

@@ -1,14 +1,14 @@
 """`flow-boxing-to-collectives{rank=R}`: lower each `flow.boxing` to collectives on shards.
 
 A boxing within one placement becomes `flow.to_local`, one collective per
-changed mesh axis (OneFlow's table: P→B all_reduce, P→S reduce_scatter,
-S→B all_gather, S(i)→S(j) all_to_all, B→S local_slice, B→P local_partial,
-S→P all_gather then local_partial), and `flow.to_global`. On a 2-D placement
-the axes change one at a time, in an order where each step is exact: a step
-on axis `a` must not touch a tensor dim that an inner axis (`b > a`) splits,
-since the inner pieces are cut out of the outer ones. When no order works,
-the boxing goes through broadcast: gather inner to outer, then split outer to
-inner.
+changed mesh axis, as the boxing table of flow.dialect.sbp says (OneFlow's:
+P→B all_reduce, P→S reduce_scatter, S→B all_gather, S(i)→S(j) all_to_all,
+B→S local_slice, B→P local_partial, S→P all_gather then local_partial), and
+`flow.to_global`. On a 2-D placement the axes change one at a time, in an
+order where each step is exact: a step on axis `a` must not touch a tensor dim
+that an inner axis (`b > a`) splits, since the inner pieces are cut out of the
+outer ones. When no order works, the boxing goes through broadcast: gather
+inner to outer, then split outer to inner.
 
 A change of placement becomes point-to-point messages: with equal mesh
 shapes and SBPs each shard goes from the i-th rank of the source to the i-th
@@ -33,12 +33,14 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 
 from flow.dialect import distributed as dd
+from flow.dialect.attr_names import TRANSFER_ATTR
 from flow.dialect.attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
-from flow.dialect.ops import ReduceKind, ReduceKindAttr
+from flow.dialect.sbp import boxing_rule, boxing_steps
+from flow.dialect.structured import ReduceKind, ReduceKindAttr
 
-from .infer_sbp import atomically, fail
+from ._support import atomically, fail
 
-B, P = Sbp("B"), Sbp("P")
+B = Sbp("B")
 Step = tuple[int, Sbp, Sbp]
 """One change on one mesh axis: (axis, from, to)."""
 
@@ -48,10 +50,8 @@ def _split_dims(*sbps: Sbp) -> set[int]:
 
 
 def _expand(axis: int, src: Sbp, dst: Sbp) -> list[Step]:
-    """The table's steps for one axis (S→P has no single collective: gather, then keep)."""
-    if src.kind == "S" and dst.kind == "P":
-        return [(axis, src, B), (axis, B, P)]
-    return [(axis, src, dst)]
+    """The boxing table's steps for one axis (S→P has no single collective: gather, then keep)."""
+    return [(axis, step.src, step.dst) for step in boxing_steps(src, dst)]
 
 
 def _exact(state: list[Sbp], step: Step) -> bool:
@@ -122,28 +122,13 @@ def _collective(
     value: SSAValue, out: TensorType, placement: PlacementAttr, axis: int, src: Sbp, dst: Sbp
 ) -> Operation:
     """The one op of the boxing table turning `src` into `dst` along `axis`."""
-    sum_ = {"kind": ReduceKindAttr(ReduceKind.SUM)}
-    if src.kind == "P" and dst.kind == "B":
-        return dd.AllReduceOp(
-            operands=[value],
-            result_types=[out],
-            properties={**dd.mesh_props(placement, axis), **sum_},
-        )
-    if src.kind == "P" and dst.kind == "S":
-        props = {**dd.mesh_props(placement, axis, dim=dst.dim), **sum_}
-        return dd.ReduceScatterOp(operands=[value], result_types=[out], properties=props)
-    if src.kind == "S" and dst.kind == "B":
-        props = dd.mesh_props(placement, axis, dim=src.dim)
-        return dd.AllGatherOp(operands=[value], result_types=[out], properties=props)
-    if src.kind == "S" and dst.kind == "S":
-        props = dd.mesh_props(placement, axis, split_dim=dst.dim, concat_dim=src.dim)
-        return dd.AllToAllOp(operands=[value], result_types=[out], properties=props)
-    if src.kind == "B" and dst.kind == "S":
-        props = dd.mesh_props(placement, axis, dim=dst.dim)
-        return dd.LocalSliceOp(operands=[value], result_types=[out], properties=props)
-    assert src.kind == "B" and dst.kind == "P", (src, dst)
-    props = dd.mesh_props(placement, axis)
-    return dd.LocalPartialOp(operands=[value], result_types=[out], properties=props)
+    rule = boxing_rule(src, dst)
+    if rule.op is None:
+        raise AssertionError(f"the boxing {src} -> {dst} is not one collective ({rule.collective})")
+    props = dd.mesh_props(placement, axis, **rule.dims(src, dst))
+    if rule.reduce is not None:
+        props["kind"] = ReduceKindAttr(ReduceKind(rule.reduce))
+    return rule.op(operands=[value], result_types=[out], properties=props)
 
 
 def lower_boxing(op: dd.BoxingOp, rank: int | None) -> None:
@@ -177,12 +162,6 @@ def lower_boxing(op: dd.BoxingOp, rank: int | None) -> None:
         return
     op.result.replace_all_uses_with(result)
     Rewriter.erase_op(op)
-
-
-TRANSFER_ATTR = "transfer_tag"
-"""flow-partition numbers the boxings of a program (the same on every rank) in this
-attribute; a placement change sends and receives with that message tag, so that ranks
-may order their transfers differently (pipeline schedules) and still pair them."""
 
 
 def _tag(op: dd.BoxingOp) -> dict[str, Attribute]:

@@ -19,42 +19,23 @@ local operand of a global op is an error (convert it with `flow.to_global`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import (
-    FileLineColLoc,
-    FunctionType,
-    ModuleOp,
-    StringAttr,
-    TensorType,
-    UnknownLoc,
-)
+from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
-from xdsl.utils.exceptions import PassFailedException
 
 from flow.dialect import distributed as dd
 from flow.dialect import sbp as sbp_rules
+from flow.dialect.attr_names import SIGNATURE_ATTR
 from flow.dialect.attrs import DistAttr, PlacementAttr, Sbp, SbpAttr, dist_of
 from flow.dialect.ops import FlowOp
 
-SIGNATURE_ATTR = "sbp_signature"
-"""The discardable attribute recording the signature flow-infer-sbp chose for an op."""
-
-
-def fail(op: Operation, msg: str) -> PassFailedException:
-    """A pass error naming the op and, when it has one, its source location."""
-    loc = op.location
-    where = ""
-    if isinstance(loc, FileLineColLoc):
-        where = f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-    elif not isinstance(loc, UnknownLoc):
-        where = f"{loc}: "
-    return PassFailedException(f"{where}'{op.name}' op {msg}")
+from ._support import atomically, fail
 
 
 def with_dist(ty: Attribute, placement: PlacementAttr, nd: tuple[Sbp, ...]) -> TensorType:
@@ -157,7 +138,10 @@ class _Inference:
                 operands[i] = self._promote(op, i, placement)
         op.operands = operands
         current = [dist_of(o.type).sbp.sbps for o in op.operands]
-        sig = sbp_rules.choose(op, current, placement.mesh_shape)
+        try:
+            sig = sbp_rules.choose(op, current, placement.mesh_shape)
+        except sbp_rules.NoSbpRuleError as err:
+            raise fail(op, err.detail) from None
         boxed = [
             o if have == want else self._box(o, with_dist(o.type, placement, want), op)
             for o, have, want in zip(op.operands, current, sig.inputs)
@@ -209,17 +193,6 @@ class _Inference:
         ret.operands = values
         if outputs != list(f.function_type.outputs.data):
             f.function_type = FunctionType.from_lists(f.function_type.inputs.data, outputs)
-
-
-def atomically(module: ModuleOp, rewrite: Callable[[ModuleOp], None]) -> None:
-    """Apply `rewrite` to a copy of `module`, keeping the result only if it succeeds.
-
-    A pass that fails halfway then leaves its input intact, for the repro.
-    """
-    work = module.clone()
-    rewrite(work)
-    module.body.erase_block(module.body.block, safe_erase=False)
-    work.body.move_blocks(module.body)
 
 
 def infer_sbp(

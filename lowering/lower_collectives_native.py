@@ -18,8 +18,8 @@ mesh axis), and is `flow.channel.split` of the world with color = the index
 of this rank's group among the axis's groups (`rank_groups`) and key = its
 position in the group, or color -1 (in no group) on ranks outside the
 placement. A split is a collective over the whole world, so every rank must
-split the same table in the same order: `compile_for_rank` gives each rank's
-program the table of the global program in the module attribute
+split the same table in the same order: `flow-channel-table` (lowering/channel_table.py)
+records the table of the global program before partitioning, in the module attribute
 `flow.channel_table` (`[[placement, axis], ...]`); without it the table is
 the program's own (placement, axis) pairs in order of first use, which is the
 same on every rank of a program that runs on one placement. The channels are
@@ -44,8 +44,10 @@ not drop a send whose result nobody reads. Transfers of different chains stay
 unordered, so IREE may issue a send and a receive together (as one NCCL
 group): two ranks that both send before they receive do not wait on each other.
 
-Afterwards no flow collective op is left and `flow-to-iree-input` lowers the
-rest: `flow-partition{rank=R},flow-lower-collectives-native{rank=R},flow-to-iree-input`.
+The groups of the channels this rank belongs to are recorded as the CPU pass records its
+groups (`flow.comm_groups`). Afterwards no flow collective op is left and
+`flow-to-iree-input` lowers the rest; `flow-partition-to-iree-input-native{rank=R}` runs
+rank R's whole chain.
 """
 
 from __future__ import annotations
@@ -54,29 +56,28 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import arith, func, tensor
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    ModuleOp,
-    TensorType,
-    i64,
-)
+from xdsl.dialects.builtin import IndexType, IntegerAttr, ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from flow.dialect import distributed as dd
 from flow.dialect import movement as fm
-from flow.dialect.attrs import PlacementAttr, dist_of
-from flow.dialect.ops import is_float
 
 from . import _iree_ops as iree
-from .infer_sbp import atomically, fail
-from .lower_collectives import _Lowering
+from ._collectives import CollectiveLowering
+from ._support import fail, zero
+from .channel_table import (
+    CHANNEL_TABLE_ATTR,
+    Channel,
+    channel_table,
+    read_channel_table,
+    set_channel_table,
+)
 
-CHANNEL_TABLE_ATTR = "flow.channel_table"
-"""Module attribute: the global program's channel table, `[[placement, axis], ...]`."""
+__all__ = [
+    "CHANNEL_TABLE_ATTR", "SINGLE", "WORLD", "LowerCollectivesNativePass", "NativeLowering",
+    "channel_symbol", "channel_table", "lower_collectives_native", "set_channel_table",
+]  # fmt: skip
 
 WORLD = 0
 """The channel id of all ranks (`flow.channel.default`)."""
@@ -84,57 +85,10 @@ WORLD = 0
 SINGLE = -1
 """The channel id of a mesh axis of one rank: its collectives are the identity."""
 
-Channel = tuple[PlacementAttr, int]
-
 
 def channel_symbol(channel: int) -> str:
     """The `util.global` holding channel `channel` (0 = world)."""
     return f"__flow_channel_{channel}"
-
-
-def channel_table(module: ModuleOp) -> list[Channel]:
-    """Every (placement, mesh axis) of a global program that a collective may run on: each
-    placement of its values and ops, in order of first appearance, with each of its axes of
-    more than one rank. The same on every rank, since every rank compiles the same program."""
-    seen: list[PlacementAttr] = []
-
-    def note(attr: Attribute) -> None:
-        dist = dist_of(attr) if isinstance(attr, TensorType) else None
-        placement = dist.placement if dist is not None else attr
-        if isinstance(placement, PlacementAttr) and placement not in seen:
-            seen.append(placement)
-
-    for op in module.walk():
-        if isinstance(op, func.FuncOp):
-            for ty in (*op.function_type.inputs.data, *op.function_type.outputs.data):
-                note(ty)
-        for value in (*op.operands, *op.results):
-            note(value.type)
-        for attr in op.properties.values():
-            note(attr)
-    return [(p, axis) for p in seen for axis, n in enumerate(p.mesh_shape) if n > 1]
-
-
-def set_channel_table(module: ModuleOp, table: list[Channel]) -> None:
-    """Record `table` on a per-rank program for flow-lower-collectives-native."""
-    module.attributes[CHANNEL_TABLE_ATTR] = ArrayAttr(
-        [ArrayAttr([p, IntegerAttr(axis, i64)]) for p, axis in table]
-    )
-
-
-def _read_table(module: ModuleOp) -> list[Channel] | None:
-    attr = module.attributes.get(CHANNEL_TABLE_ATTR)
-    if attr is None:
-        return None
-    table = []
-    for entry in attr.data if isinstance(attr, ArrayAttr) else ():
-        p, axis = entry.data if isinstance(entry, ArrayAttr) and len(entry.data) == 2 else (0, 0)
-        if not isinstance(p, PlacementAttr) or not isinstance(axis, IntegerAttr):
-            raise fail(
-                module, f"expected {CHANNEL_TABLE_ATTR} = [[placement, axis], ...], got {attr}"
-            )
-        table.append((p, axis.value.data))
-    return table
 
 
 def _element(op: Operation, ty: TensorType) -> int:
@@ -145,8 +99,10 @@ def _element(op: Operation, ty: TensorType) -> int:
     return code
 
 
-class _NativeLowering(_Lowering):
+class NativeLowering(CollectiveLowering):
     """Rewrites the collectives of one module for one rank into IREE's collective ops."""
+
+    kind = "IREE collectives"
 
     def __init__(self, module: ModuleOp, rank: int, table: list[Channel] | None):
         super().__init__(module, rank)
@@ -157,7 +113,6 @@ class _NativeLowering(_Lowering):
         """Per function body: the last transfer of each (peer, is a send)."""
         self.pending: dict[Block, list[SSAValue]] = {}
         """Per function body: values fenced since its last transfer."""
-        self.current: Operation | None = None
 
     # ---------------------------------------------------------------- channels
 
@@ -197,10 +152,10 @@ class _NativeLowering(_Lowering):
 
     # ---------------------------------------------------------------- collectives
 
-    def call(self, name, x, result, ints):
-        """The CPU pass's dim-0 collective `name` (on channel `ints[0]`), natively."""
-        assert x is not None and result is not None and isinstance(x.type, TensorType)
-        op, ch = self.current, ints[0]
+    def collective(self, name: str, x: SSAValue, result: TensorType, group: int) -> SSAValue:
+        """The dim-0 collective `name` on channel `group`, natively."""
+        assert isinstance(x.type, TensorType)
+        op, ch = self.at, group
         assert op is not None
         if ch == SINGLE:
             return x
@@ -252,10 +207,9 @@ class _NativeLowering(_Lowering):
         shape = x.type.get_shape()
         if shape[0] == n:
             return x
-        el = x.type.element_type
-        zero = FloatAttr(0.0, el) if is_float(el) else IntegerAttr(0, el)
         low, high = [0] * len(shape), [n - shape[0]] + [0] * (len(shape) - 1)
-        return self.emit(fm.PadOp.make(x, low=low, high=high, value=zero)).results[0]
+        op = fm.PadOp.make(x, low=low, high=high, value=zero(x.type.element_type))
+        return self.emit(op).results[0]
 
     def pad_pieces(self, x: SSAValue, sizes: list[int] | tuple[int, ...]) -> SSAValue:
         """`x`'s balanced pieces along dim 0, each padded to the largest, concatenated."""
@@ -275,7 +229,7 @@ class _NativeLowering(_Lowering):
     def transfer(self, source: SSAValue, send: int, recv: int) -> SSAValue:
         """A send_recv on the world channel, after the previous transfer of its chain and the
         values fenced since the last transfer."""
-        assert self.at is not None and self.at.parent is not None and self.current is not None
+        assert self.at is not None and self.at.parent is not None
         assert isinstance(source.type, TensorType)
         block = self.at.parent
         chains = self.chains.setdefault(block, {})
@@ -285,23 +239,20 @@ class _NativeLowering(_Lowering):
             source = self.emit(iree.OptimizationBarrierOp.make([source, *after])).results[0]
         op = iree.SendRecvOp.make(
             self.empty(source.type), source, self.channel(WORLD), self.index(send),
-            self.index(recv), _element(self.current, source.type),
+            self.index(recv), _element(self.at, source.type),
         )  # fmt: skip
         chains[chain] = self.emit(op).results[0]
         return chains[chain]
 
-    def lower(self, op: Operation) -> SSAValue | None:
-        self.current = op
-        if isinstance(op, dd.SendOp):
-            self.transfer(op.operand, op.peer.value.data, -1)
-            return None
-        if isinstance(op, dd.RecvOp):
-            return self.transfer(self.empty(op.result.type), -1, op.peer.value.data)
-        if isinstance(op, dd.FenceOp):
-            assert op.parent is not None
-            self.pending.setdefault(op.parent, []).extend(op.values)
-            return None
-        return super().lower(op)
+    def send(self, op: dd.SendOp) -> None:
+        self.transfer(op.operand, op.peer.value.data, -1)
+
+    def recv(self, op: dd.RecvOp) -> SSAValue:
+        return self.transfer(self.empty(op.result.type), -1, op.peer.value.data)
+
+    def fence(self, op: dd.FenceOp) -> None:
+        assert op.parent is not None
+        self.pending.setdefault(op.parent, []).extend(op.values)
 
     # ---------------------------------------------------------------- the module
 
@@ -340,17 +291,9 @@ class _NativeLowering(_Lowering):
 
 def lower_collectives_native(module: ModuleOp, rank: int) -> list[tuple[int, ...]]:
     """Rewrite rank `rank`'s collectives in `module` into IREE's collective ops; returns the
-    groups of the channels this rank belongs to (channel table order)."""
-    table = _read_table(module)
-    groups: list[tuple[int, ...]] = []
-
-    def rewrite(work: ModuleOp) -> None:
-        lowering = _NativeLowering(work, rank, table)
-        lowering.run()
-        lowering.finish()
-        groups.extend(lowering.groups)
-
-    atomically(module, rewrite)
+    groups of the channels this rank belongs to (channel table order), also recorded in the
+    module attribute `flow.comm_groups` (when there are any)."""
+    groups = NativeLowering.apply_to(module, rank, read_channel_table(module))
     module.attributes.pop(CHANNEL_TABLE_ATTR, None)
     return groups
 

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, ModuleOp, TensorType, UnknownLoc
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Operation
 from xdsl.passes import ModulePass
-from xdsl.utils.exceptions import PassFailedException
 
 from flow.dialect.attrs import DistAttr
 from flow.dialect.fused import FusedOp
@@ -30,6 +29,7 @@ from . import _elementwise, _fused, _movement, _random, _structured, _window
 from ._elementwise import check_element_type
 from ._iree_ops import IREE_OP_NAMES
 from ._linalg_builders import Lowered
+from ._support import fail
 
 RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
     **_elementwise.RULES,
@@ -44,21 +44,9 @@ RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
 PARTITION_FIRST = "global tensors must be partitioned first (flow-partition)"
 
 
-def _where(op: Operation) -> str:
-    """`file:line:col: ` of the op's source location, if it has one."""
-    loc = op.location
-    if isinstance(loc, FileLineColLoc):
-        return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
-    return "" if isinstance(loc, UnknownLoc) else f"{loc}: "
-
-
-def _fail(op: Operation, msg: str) -> PassFailedException:
-    return PassFailedException(f"{_where(op)}'{op.name}' op {msg}")
-
-
 def _check_type(op: Operation, what: str, ty: Attribute) -> None:
     if isinstance(ty, TensorType) and isinstance(ty.encoding, DistAttr):
-        raise _fail(op, f"{what} has type {ty}: {PARTITION_FIRST}")
+        raise fail(op, f"{what} has type {ty}: {PARTITION_FIRST}")
 
 
 def _collect(module: ModuleOp) -> list[tuple[Operation, Callable[[Operation], Lowered]]]:
@@ -81,11 +69,11 @@ def _collect(module: ModuleOp) -> list[tuple[Operation, Callable[[Operation], Lo
         if op.name.startswith("flow.") and op.name not in IREE_OP_NAMES:
             for v in (*op.operands, *op.results):
                 if (why := check_element_type(v.type)) is not None:
-                    raise _fail(op, why)
+                    raise fail(op, why)
             rule = RULES.get(type(op))
             fused_body = isinstance(op.parent_op(), FusedOp)
             if rule is None and not (fused_body and isinstance(op, FusedYieldOp)):
-                raise _fail(op, "has no lowering to linalg")
+                raise fail(op, "has no lowering to linalg")
             if not fused_body:  # the flow.fused rule lowers its body ops itself
                 todo.append((op, rule))
     return todo

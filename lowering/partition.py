@@ -35,8 +35,8 @@ from flow.dialect import sbp as sbp_rules
 from flow.dialect.attrs import PlacementAttr, dist_of
 from flow.dialect.ops import FlowOp
 
+from ._support import atomically, fail
 from .boxing_to_collectives import TRANSFER_ATTR, lower_boxing
-from .infer_sbp import atomically, fail
 
 
 def _is_global(v: SSAValue) -> bool:

@@ -50,16 +50,11 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from flow.dialect import distributed as dd
+from flow.dialect.attr_names import MICRO_BATCH_ATTR, PHASE_ATTR, SCHEDULE_ATTR, STAGES_ATTR
+from flow.dialect.attr_names import PIPELINE_SCHEDULES as SCHEDULES
 from flow.dialect.attrs import PlacementAttr, dist_of
 
-from .infer_sbp import fail
-
-MICRO_BATCH_ATTR = "micro_batch"
-PHASE_ATTR = "pipeline_phase"
-STAGES_ATTR = "pipeline_stages"
-SCHEDULE_ATTR = "pipeline_schedule"
-PHASES = ("forward", "backward", "update")
-SCHEDULES = ("1f1b", "gpipe")
+from ._support import fail
 
 
 def schedule_slots(schedule: str, stages: int, stage: int, micro_batches: int) -> list:

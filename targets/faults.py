@@ -497,7 +497,7 @@ def _fatal(message: str, short: str) -> None:
     aborting(1, short)
     print(message, file=sys.stderr, flush=True)
     time.sleep(0.1)  # let mpiexec forward the message before it stops every rank
-    from flow.targets.collectives import mpi
+    from flow.targets.mpi import mpi
 
     mpi().COMM_WORLD.Abort(1)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 __all__ = [
-    "CPU_ARCHS", "DEFAULT_TARGET", "TARGETS", "CpuArch", "Target", "UnknownTargetError",
-    "get_target",
+    "CPU_ARCHS", "CPU_DRIVERS", "DEFAULT_TARGET", "TARGETS", "CpuArch", "Target",
+    "UnknownTargetError", "get_target",
 ]  # fmt: skip
 
 
@@ -112,6 +112,9 @@ TARGETS: dict[str, Target] = {
 }
 
 DEFAULT_TARGET = "cpu"
+
+CPU_DRIVERS = ("local-task", "local-sync")
+"""The runtime drivers of the cpu target: host memory, which a call maps instead of copying."""
 
 
 @dataclass(frozen=True)

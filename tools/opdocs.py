@@ -3,7 +3,8 @@
     python -m flow.tools.opdocs > docs/ops.md      (tests/test_opdocs.py checks it is current)
 
 Table 1 lists every primitive of the frontend registry with the dialect op it
-emits and whether it has an eager kernel, a lowering rule and a VJP rule.
+emits, whether it has an eager kernel, a lowering rule and a VJP rule, and the
+op's SBP signatures from the dialect's rule table (on a small sample op).
 Table 2 lists every public op of `flow` and `flow.nn.functional`; each is run
 once eagerly and traced once with `flow.jit` on a small sample input (no
 compile: that is what the numeric tests do), and the table records the
@@ -185,6 +186,79 @@ def _check(call: Callable, specs: list) -> tuple[str, str, str]:
 _NOT_DIFFERENTIABLE = {"and", "or", "xor", "compare", "iota", "full", "constant", "random_bits"}
 
 
+def _sbp_sample(op_class: type):
+    """A small instance of `op_class` whose SBP signatures the table shows (2x3 operands)."""
+    from xdsl.dialects.builtin import (
+        DenseIntOrFPElementsAttr,
+        FloatAttr,
+        TensorType,
+        f32,
+        i1,
+        i32,
+        i64,
+    )
+    from xdsl.ir import Block
+
+    import flow.dialect as fd
+    from flow.dialect import elementwise as ew
+
+    def args(*types):
+        return Block(arg_types=[TensorType(el, shape) for el, shape in types]).args
+
+    x23, i23, v3 = (f32, (2, 3)), (i32, (2, 3)), (f32, (3,))
+    img, kernel = (f32, (1, 2, 6, 6)), (f32, (3, 2, 3, 3))
+    window = {"strides": (1, 1), "dilations": (1, 1), "padding": ((0, 0), (0, 0))}
+    samples = {
+        fd.BitwiseOp: lambda c: c.make(*args(i23, i23)),
+        fd.CompareOp: lambda c: c.make(*args(x23, x23), direction="lt"),
+        fd.SelectOp: lambda c: c.make(*args((i1, (2, 3)), x23, x23)),
+        fd.CastOp: lambda c: c.make(*args(x23), element_type=i32),
+        fd.MatmulOp: lambda c: c.make(*args(x23, (f32, (3, 4)))),
+        fd.ReduceOp: lambda c: c.make(*args(x23), kind="sum", dims=(1,)),
+        fd.ReshapeOp: lambda c: c.make(*args(x23), shape=(2, 1, 3)),
+        fd.TransposeOp: lambda c: c.make(*args(x23), permutation=(1, 0)),
+        fd.BroadcastInDimOp: lambda c: c.make(*args(v3), dims=(1,), shape=(2, 3)),
+        fd.ConstantOp: lambda c: c(DenseIntOrFPElementsAttr.from_list(TensorType(f32, (2,)),
+                                                                      [0.0, 1.0])),
+        fd.FullOp: lambda c: c.make(value=FloatAttr(1.0, f32), shape=(2, 3)),
+        fd.IotaOp: lambda c: c.make(dim=0, shape=(2, 3), element_type=i64),
+        fd.SliceOp: lambda c: c.make(*args(x23), start=(0, 1), strides=(1, 1), sizes=(2, 2)),
+        fd.PadOp: lambda c: c.make(*args(x23), low=(0, 1), high=(0, 1),
+                                   value=FloatAttr(0.0, f32)),
+        fd.ConcatOp: lambda c: c.make(*args(x23, x23), dim=1),
+        fd.GatherOp: lambda c: c.make(*args(x23, (i64, (2, 2))), dim=1),
+        fd.ConvOp: lambda c: c.make(*args(img, kernel), groups=1, **window),
+        fd.ReduceWindowOp: lambda c: c.make(*args(img), kind="sum", window=(1, 1, 2, 2),
+                                            strides=(1, 1, 2, 2), dilations=(1, 1, 1, 1),
+                                            padding=((0, 0),) * 4),
+        fd.RandomBitsOp: lambda c: c.make(*args((i64, ())), shape=(2, 3), element_type=i32),
+        ew.UnaryOp: lambda c: c.make(*args(x23)),
+        ew.BinaryOp: lambda c: c.make(*args(x23, x23)),
+    }  # fmt: skip
+    for base, make in samples.items():  # the most specific class first
+        if issubclass(op_class, base):
+            return make(op_class)
+    return None
+
+
+def _sbp(op_class: type) -> str:
+    """The SBP cell of a dialect op: its 1-D signatures on the sample, or `replicate only`."""
+    from flow.dialect import sbp as sbp_rules
+    from flow.dialect.signatures import is_replicate_only
+
+    if is_replicate_only(op_class):
+        return "replicate only"
+    op = _sbp_sample(op_class)
+    if op is None:
+        return "no sample (add one to tools/opdocs.py)"
+
+    def nd(entries) -> str:
+        return " ".join(sbp_rules.format_nd(e).strip("[]") for e in entries)
+
+    sigs = sbp_rules.signatures(op)
+    return "; ".join(f"{nd(s.inputs)} → {nd(s.outputs)}" for s in sigs)
+
+
 def render() -> str:
     from flow.primitives.registry import PRIMITIVES
     from flow.lowering.lower_to_linalg import RULES
@@ -200,13 +274,20 @@ def render() -> str:
         "has a lowering rule to linalg (compiled) and a reverse-mode (VJP) rule — n/a for",
         "primitives with no inputs or with integer / bool results.",
         "",
-        "| primitive | dialect op | eager | lowering | VJP |",
-        "|---|---|---|---|---|",
+        "SBP lists the op's signatures on one mesh axis (`operands → result`, from the rule",
+        "table `flow.dialect.signatures.RULES`), in the order SBP inference prefers them, for",
+        "a sample whose operands are 2×3 (a 2×3 · 3×4 matmul, a sum over dim 1, 1×2×6×6",
+        "images; see `_sbp_sample` in `tools/opdocs.py`); `replicate only` ops are computed",
+        "broadcast (`B`) on every rank.",
+        "",
+        "| primitive | dialect op | eager | lowering | VJP | SBP |",
+        "|---|---|---|---|---|---|",
     ]
     for name, prim in sorted(PRIMITIVES.items()):
         lowered = "yes" if prim.op in RULES else "no"
         vjp = "yes" if prim.vjp is not None else ("n/a" if name in _NOT_DIFFERENTIABLE else "no")
-        lines.append(f"| `{name}` | `{prim.op.name}` | yes | {lowered} | {vjp} |")
+        sbp = _sbp(prim.op)
+        lines.append(f"| `{name}` | `{prim.op.name}` | yes | {lowered} | {vjp} | {sbp} |")
     samples = _samples()
     lines += [
         "",

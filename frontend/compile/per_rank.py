@@ -3,23 +3,20 @@
     vmfb, groups = compile_for_rank(module, rank)   # same module text on every rank
     outputs = run_for_rank(vmfb, groups, "main", *my_shards)
 
-`compile_for_rank` runs SBP inference, `flow-partition{rank=R}`,
-`flow-pipeline-schedule{rank=R}` (orders a pipeline stage's micro-batches),
-`flow-lower-collectives{rank=R}` and `flow-to-iree-input`, then compiles; the
-collectives become imports of the `comm` runtime module (for cuda and rocm,
-`flow-lower-collectives-native` keeps them in IREE: `flow.collective.*` on
-NCCL / RCCL channels, for an IREE runtime that provides those channels; programs
-that flow itself runs use `comm` on every target, staging device buffers through
-host memory). `run_for_rank` loads
-it with the program's group table (the communicators are made on first use,
-by the members of each group only) and calls the function with this rank's
-shards.
+`compile_for_rank` runs SBP inference (unless the program has it already) and the per-rank
+pipeline of the lowering registry, `flow-partition-to-iree-input{rank=R}` (partition,
+pipeline schedule, collectives as imports of the `comm` runtime module, hand-off), then
+compiles. For cuda and rocm, `flow-partition-to-iree-input-native` keeps the collectives in
+IREE: `flow.collective.*` on NCCL / RCCL channels, for an IREE runtime that provides those
+channels; programs that flow itself runs use `comm` on every target, staging device buffers
+through host memory. `run_for_rank` loads it with the program's group table (the
+communicators are made on first use, by the members of each group only) and calls the
+function with this rank's shards. `FLOW_COMM_PLAN=1` prints each rank's collectives.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +25,7 @@ from xdsl.dialects.builtin import ModuleOp
 
 from flow.lowering import run_pipeline, to_iree_text
 from flow.lowering.lower_collectives import GROUPS_ATTR, comm_groups
+from flow.lowering.print_comm_plan import communication_plan
 
 __all__ = [
     "absent_results", "communication_plan", "compile_for_rank", "held_inputs", "lower_for_rank",
@@ -77,58 +75,12 @@ def lower_for_rank(
     collectives = collectives or get_target(target).collectives
     if collectives not in ("comm", "native"):
         raise ValueError(f"collectives must be 'comm' or 'native', got {collectives!r}")
-    native = collectives == "native"
+    pipeline = "flow-partition-to-iree-input" + ("-native" if collectives == "native" else "")
     work = module.clone()
-    steps = "flow-infer-sbp," if infer_sbp else ""
-    run_pipeline(
-        work, f"{steps}flow-partition{{rank={rank}}},flow-pipeline-schedule{{rank={rank}}}"
-    )
-    if os.environ.get("FLOW_COMM_PLAN"):
-        print(f"communication plan of rank {rank}:", file=sys.stderr)
-        for line in communication_plan(work) or ["(no communication)"]:
-            print(f"  {line}", file=sys.stderr)
-    if native:
-        from flow.lowering.lower_collectives_native import (
-            channel_table,
-            lower_collectives_native,
-            set_channel_table,
-        )
-
-        set_channel_table(work, channel_table(module))
-        groups = lower_collectives_native(work, rank)
-        run_pipeline(work, "flow-to-iree-input")
-        return to_iree_text(work), groups
-    run_pipeline(work, f"flow-lower-collectives{{rank={rank}}},flow-to-iree-input")
+    run_pipeline(work, f"{'flow-infer-sbp,' if infer_sbp else ''}{pipeline}{{rank={rank}}}")
     groups = comm_groups(work)
     work.attributes.pop(GROUPS_ATTR, None)  # nothing named flow.* crosses to IREE
     return to_iree_text(work), groups
-
-
-_COLLECTIVES = ("flow.all_reduce", "flow.all_gather", "flow.reduce_scatter", "flow.all_to_all",
-                "flow.send", "flow.recv", "flow.local_slice", "flow.local_partial")  # fmt: skip
-
-
-def communication_plan(partitioned: ModuleOp) -> list[str]:
-    """One line per collective of a partitioned (per-rank) program: the op, the local tensor
-    it moves, its size in bytes and the user source line (`FLOW_COMM_PLAN=1` prints it)."""
-    lines = []
-    for op in partitioned.walk():
-        if op.name not in _COLLECTIVES:
-            continue
-        value = op.operands[0] if op.operands else op.results[0]
-        ty = value.type
-        n = int(np.prod(ty.get_shape())) if ty.get_shape() else 1
-        nbytes = n * _itemsize(ty.element_type)
-        loc = op.location
-        where = f"  at {loc.filename.data}:{loc.line.data}" if hasattr(loc, "filename") else ""
-        props = ", ".join(f"{k}={v}" for k, v in op.properties.items() if k != "placement")
-        lines.append(f"{op.name} {ty} ({nbytes} bytes){' ' + props if props else ''}{where}")
-    return lines
-
-
-def _itemsize(el) -> int:
-    width = getattr(el, "bitwidth", None) or getattr(getattr(el, "width", None), "data", 32)
-    return max(1, int(width) // 8)
 
 
 def run_for_rank(
