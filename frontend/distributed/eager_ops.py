@@ -110,7 +110,7 @@ def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
         return record(prim.name, prim.vjp, args, params,
                       make_global(empty_shard(out_shape, expected), out_shape, info))  # fmt: skip
     shards = [
-        box(a._data, a.shape, pl, i.sbp, want) if i.sbp != want else a._data
+        box(a._data, pl, i.sbp, want) if i.sbp != want else a._data
         for a, i, want in zip(args, infos, sig.inputs)
     ]
     local_out = local_shape(out_shape, pl.hierarchy, out_nd, coord(pl))

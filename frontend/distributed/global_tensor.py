@@ -128,7 +128,7 @@ def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
         if pl == info.placement:
             local = t._data
             if member(pl):
-                local = box(t._data, t.shape, pl, info.sbp, nd)
+                local = box(t._data, pl, info.sbp, nd)
         else:
             local = change_placement(t._data, t.shape, t._data.dtype, info, new)
         return make_global(local, t.shape, new)
@@ -246,7 +246,7 @@ def global_numpy(t: Tensor) -> np.ndarray:
     bcast = (Sbp("B"),) * len(info.sbp)
     value = None
     if member(pl):
-        value = box(t._data, t.shape, pl, info.sbp, bcast)
+        value = box(t._data, pl, info.sbp, bcast)
     if any(r not in pl.attr.rank_list for r in range(env.get_world_size())):
         value = world_bcast(value, pl.attr.rank_list[0], "broadcast")
     return value
