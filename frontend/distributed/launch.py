@@ -247,8 +247,7 @@ def _run_rank() -> int:
     script, *args = sys.argv[1:]
     sys.argv = [script, *args]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    from flow import env  # initialises MPI and installs the abort-on-exception hook
-
+    from flow.distributed import env  # initialises MPI and installs the abort-on-exception hook
     from flow.targets import faults
 
     try:
