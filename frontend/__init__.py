@@ -25,7 +25,7 @@ from flow.ops import reduction as _reduction
 from flow.core.autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from flow.core.device import device
 from flow.core.dtypes import bfloat16, bool_, dtype, float16, float32, float64, int8, int32, int64
-from flow.distributed.global_tensor import placement, sbp
+from flow.distributed.placement import placement, sbp
 from flow.compile.jit import Compiled, Lowered, jit
 from flow.modes.lazy import LazyStats, lazy, lazy_stats, lazy_sync
 from flow.ops.activations import *  # noqa: F403  (each module lists its public ops in __all__)

@@ -25,7 +25,6 @@ from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
 from flow.dialect.distributed import RedistributeOp, local_shape, mesh_coord
 from flow.distributed import env
 from flow.distributed.boxing import box, change_placement, slice_to, world_allgather, world_bcast
-from flow.distributed.eager_ops import mark_constant  # re-exported: ops/ imports it from here
 from flow.distributed.placement import (
     GlobalInfo,
     NdSbp,
@@ -38,7 +37,6 @@ from flow.distributed.placement import (
     member,
     nd_sbp,
     placement,
-    sbp,
 )
 
 __all__ = [
@@ -48,10 +46,6 @@ __all__ = [
     "global_numpy",
     "from_global_value",
     "grad_to_leaf",
-    # re-exported while flow/__init__.py and ops/ import them from here:
-    "placement",
-    "sbp",
-    "mark_constant",
 ]
 
 # --------------------------------------------------------------------------- to_global / to_local

@@ -119,7 +119,7 @@ def promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
 
 
 def _global_B():
-    from flow.distributed.global_tensor import sbp
+    from flow.distributed.placement import sbp
 
     return sbp.broadcast
 
