@@ -21,6 +21,7 @@ from typing import Any
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
+from flow.dialect.attr_names import MICRO_BATCH_ATTR, PHASE_ATTR, SCHEDULE_ATTR, STAGES_ATTR
 
 from .stages import Lowered
 from .staging import ProgramCache, stage
@@ -87,8 +88,6 @@ class GraphEngine:
         lowered = stage(step, self.name, args, born=self._new_state)
         if self.stages:
             from xdsl.dialects.builtin import ArrayAttr, StringAttr
-
-            from flow.lowering.pipeline_schedule import SCHEDULE_ATTR, STAGES_ATTR
 
             attrs = lowered.module.attributes
             attrs[STAGES_ATTR] = ArrayAttr([pl.attr for pl in self.stages])
@@ -182,8 +181,6 @@ def _phase(phase: str, micro_batch: int, stages: list):
     if not stages or trace is None:
         return contextlib.nullcontext()
     from xdsl.dialects.builtin import IntegerAttr, StringAttr, i64
-
-    from flow.lowering.pipeline_schedule import MICRO_BATCH_ATTR, PHASE_ATTR
 
     return trace.tagged(
         **{PHASE_ATTR: StringAttr(phase), MICRO_BATCH_ATTR: IntegerAttr(micro_batch, i64)}

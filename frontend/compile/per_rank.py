@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 
+from flow.dialect.attr_names import GROUPS_ATTR
 from flow.lowering import run_pipeline, to_iree_text
-from flow.lowering.lower_collectives import GROUPS_ATTR, comm_groups
+from flow.lowering.lower_collectives import comm_groups
 from flow.lowering.print_comm_plan import communication_plan
 
 __all__ = [

@@ -20,6 +20,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from flow.dialect.attr_names import PHASE_ATTR
+
 _state = threading.local()
 
 
@@ -250,16 +252,14 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
 def _backward_phase():
     """Inside a pipeline's traced micro-batch, tag the backward pass's ops as such (its
     schedule orders forward and backward micro-batches, lowering/pipeline_schedule.py)."""
-    import contextlib
-
     from flow.core.trace import current_trace
 
     trace = current_trace()
-    if trace is None or "pipeline_phase" not in trace.tags:
+    if trace is None or PHASE_ATTR not in trace.tags:
         return contextlib.nullcontext()
     from xdsl.dialects.builtin import StringAttr
 
-    return trace.tagged(pipeline_phase=StringAttr("backward"))
+    return trace.tagged(**{PHASE_ATTR: StringAttr("backward")})
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
