@@ -185,8 +185,10 @@ def warm_up() -> None:
         import flow.lowering  # noqa: F401
 
         _iree_context = ir.Context()
-        warm = b"func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n" \
+        warm = (
+            b"func.func @f(%a: tensor<2xf32>) -> tensor<2xf32> {\n"
             b"  %0 = flow.add %a, %a : tensor<2xf32>\n  return %0 : tensor<2xf32>\n}\n"
+        )
         run_case(warm, "warm-up.mlir", time_limit=60.0)
 
 
@@ -220,8 +222,7 @@ def _lowering_diagnostic(err: BaseException) -> bool:
     """Whether a pipeline error is a pass's own diagnostic rather than a bug in it."""
     from xdsl.utils.exceptions import DiagnosticException
 
-    from flow.lowering import HandoffError
-    from flow.lowering._handoff import PipelineError
+    from flow.lowering import HandoffError, PipelineError
 
     cause = err.__cause__ if isinstance(err, PipelineError) else err
     return isinstance(cause, DiagnosticException | HandoffError)

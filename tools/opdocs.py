@@ -260,8 +260,8 @@ def _sbp(op_class: type) -> str:
 
 
 def render() -> str:
-    from flow.primitives.registry import PRIMITIVES
     from flow.lowering.lower_to_linalg import RULES
+    from flow.primitives.registry import PRIMITIVES
 
     lines = [
         "# Op coverage",
