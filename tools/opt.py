@@ -19,12 +19,25 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from flow.dialect.parsing import LocatedVerifyException, parse_module
-from flow.lowering import expand_pipeline, get_all_passes
+from flow.lowering import PIPELINES, expand_pipeline, get_all_passes, parse_pipeline_spec
 
 from ._driver import run_reporting_errors
 
-HANDOFF_PIPELINES = ("flow-to-iree-input",)
-"""Pipelines whose output is IREE input; flow-opt prints it in generic form (DESIGN §2)."""
+HANDOFF = "flow-to-iree-input"
+"""The pipeline that ends every lowering to IREE input (DESIGN §2)."""
+
+
+def handoff_pipelines() -> frozenset[str]:
+    """The registry's named pipelines whose output is IREE input: `HANDOFF` and every pipeline
+    whose last step is one of them (e.g. `flow-partition-to-iree-input`). flow-opt prints
+    their output in generic form, the way it is handed to IREE."""
+    ends = {HANDOFF}
+    while True:
+        more = {name for name, steps in PIPELINES.items()
+                if name not in ends and steps and steps[-1].split("{")[0].strip() in ends}  # fmt: skip
+        if not more:
+            return frozenset(ends)
+        ends |= more
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +93,8 @@ class FlowOptMain(xDSLOptMain):
     def setup_pipeline(self) -> None:
         # Expand named pipelines so --print-between-passes and errors see each pass;
         # unknown names raise UnknownPassError listing the registered passes.
-        named = [s.strip() for s in self.args.passes.split(",") if s.strip()]
-        if named and named[-1] in HANDOFF_PIPELINES:
+        named = parse_pipeline_spec(self.args.passes)  # names without their `{options}`
+        if named and named[-1].name in handoff_pipelines():
             # Its output is what IREE receives: print it the way it is handed over.
             self.args.print_op_generic = True
         self.args.passes = ",".join(str(s) for s in expand_pipeline(self.args.passes))
