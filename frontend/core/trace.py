@@ -52,6 +52,9 @@ class Trace:
         self.tags: dict[str, Attribute] = {}  # attributes emit() puts on every op
         self.check_indices = index_checks_enabled()  # emit index range checks (ops.index_checks)
         self.index_checks: list = []  # their sites, in program order
+        # op -> (Primitive, params) for each op a primitive emitted: what runs the program
+        # on the eager kernels before it is compiled (compile/interpret.py)
+        self.eqns: dict[Operation, tuple] = {}
 
     def __enter__(self) -> Trace:
         _stack().append(self)

@@ -33,6 +33,7 @@ def process(prim, args: tuple, params: dict, trace) -> Tensor:
     except VerifyException as err:
         raise op_error(prim.name, strip_op_prefix(str(err)), loc) from None
     trace.emit(op, loc)
+    trace.eqns[op] = (prim, params)
     result = op.results[0]
     out = Tensor._traced(result, trace, _dtypes.from_ir(result.type.element_type))
     return record(prim.name, prim.vjp, args, params, out)
