@@ -7,8 +7,10 @@ anything (`ProgramCache.lookup`, compile/staging.py). On a new key it traces one
 phase and micro-batch when the graph has pipeline stages, then every optimizer's
 `step()` — and compiles it on the device decided once for that key. A first step that
 creates optimizer state returns the state as extra results: it runs once, and the steady
-step (which reads that state) is traced and compiled for the same key and device. After
-each call the learning-rate schedulers step.
+step (which reads that state) is traced and compiled for the same key and device; an
+optimizer that can make its state before a step (zeros) makes it before the first trace,
+so that step is the steady one and one program serves every call. After each call the
+learning-rate schedulers step.
 """
 
 from __future__ import annotations
@@ -58,26 +60,41 @@ class GraphEngine:
         self._lift_learning_rates()
         leaves, key, compiled = self.programs.lookup(args, target)
         if compiled is None:
+            return self._first_call(key, args, leaves, build, config, find_stages)
+        out = compiled.call_flat(leaves)
+        self._after_step()
+        return out
+
+    def _first_call(self, key: tuple, args: tuple, leaves: list, build: Callable, config: Any,
+                    find_stages: Callable[[], list]):  # fmt: skip
+        """Trace, compile and run the first step of `key`.
+
+        The optimizers make their state first where they can before a step
+        (`Optimizer.init_state`), so the traced step is the steady one: one program serves
+        every call. A step that still creates state returns it as extra results, runs once,
+        and the steady step is then traced and compiled for the same key and device. If the
+        step fails before it ran, the state made for it is dropped again, as after a failed
+        eager step."""
+        given = [(opt, p) for opt in self.optimizers for p in opt.init_state()]
+        lowered = None
+        try:
             lowered = self.lower(args, build, config, find_stages)
             if self.debug:
                 print(lowered.as_text())
             device_target = self.programs.device_target(key, lowered, leaves)
-            first = self.programs.compile(key, lowered, leaves, device_target,
-                                          store=not lowered.born)  # fmt: skip
+            compiled = self.programs.compile(key, lowered, leaves, device_target,
+                                             store=not lowered.born)  # fmt: skip
             self.last_lowered = lowered
-            if lowered.born:  # optimizer state made by this first step: compile the steady step
-                try:
-                    out = first.call_flat(leaves)
-                except BaseException:  # e.g. a failed index check: no state was made, as eagerly
-                    self._forget_state(lowered.born)
-                    raise
-                self._after_step()
-                self._compile_steady(key, args, leaves, device_target, build, config,
-                                     find_stages)  # fmt: skip
-                return out
-            compiled = first
-        out = compiled.call_flat(leaves)
+            out = compiled.call_flat(leaves)
+        except BaseException:
+            if lowered is not None:
+                self._forget_state(lowered.born)
+            for opt, p in given:
+                opt.state.pop(p, None)
+            raise
         self._after_step()
+        if lowered.born:  # optimizer state made by this first step: compile the steady step
+            self._compile_steady(key, args, leaves, device_target, build, config, find_stages)
         return out
 
     def lower(self, args: tuple, build: Callable, config: Any,

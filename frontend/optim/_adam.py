@@ -58,15 +58,18 @@ class Adam(Optimizer):
         self._check(group, index, "eps", lambda v: v >= 0, "eps >= 0")
         self._check(group, index, "weight_decay", lambda v: v >= 0, "weight_decay >= 0")
 
+    def _initial_state(self, p: Tensor, group: dict) -> dict:
+        state = {"step": zeros((), dtype=_dtypes.float32), "exp_avg": zeros_like(p),
+                 "exp_avg_sq": zeros_like(p)}  # fmt: skip
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros_like(p)
+        return state
+
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
         beta1, beta2 = group["betas"]
         wd = group["weight_decay"]
         if not state:
-            state["step"] = zeros((), dtype=_dtypes.float32)
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = zeros_like(p)
+            state.update(self._initial_state(p, group))
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         grad = -grad if group["maximize"] else grad
         step = state["step"].add_(1)

@@ -169,6 +169,27 @@ class Optimizer:
                         del self.state[p]
         return loss
 
+    def init_state(self) -> list[Tensor]:
+        """Create now the state each parameter without any would get on its first step, where
+        that state is known before it (`_initial_state`); the parameters given state.
+
+        `nn.Graph` calls it before tracing its first step, so that the first call and every
+        later one run the same compiled program."""
+        given = []
+        for group in self.param_groups:
+            for p in group["params"]:
+                if not self.state.get(p):
+                    state = self._initial_state(p, group)
+                    if state:
+                        self.state[p] = state
+                        given.append(p)
+        return given
+
+    def _initial_state(self, p: Tensor, group: dict) -> dict[str, Any]:
+        """The state `p` starts with, made before its first step (fresh tensors); {} when the
+        rule keeps none or when its first step makes the state from the gradient itself."""
+        return {}
+
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
         raise NotImplementedError(f"{type(self).__name__} does not implement _update or step")
 

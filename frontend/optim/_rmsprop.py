@@ -45,15 +45,18 @@ class RMSprop(Optimizer):
         self._check(group, index, "momentum", lambda v: v >= 0, "momentum >= 0")
         self._check(group, index, "weight_decay", lambda v: v >= 0, "weight_decay >= 0")
 
+    def _initial_state(self, p: Tensor, group: dict) -> dict:
+        state = {"step": zeros((), dtype=_dtypes.float32), "square_avg": zeros_like(p)}
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = zeros_like(p)
+        if group["centered"]:
+            state["grad_avg"] = zeros_like(p)
+        return state
+
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
         alpha, momentum = group["alpha"], group["momentum"]
         if not state:
-            state["step"] = zeros((), dtype=_dtypes.float32)
-            state["square_avg"] = zeros_like(p)
-            if momentum > 0:
-                state["momentum_buffer"] = zeros_like(p)
-            if group["centered"]:
-                state["grad_avg"] = zeros_like(p)
+            state.update(self._initial_state(p, group))
         grad = -grad if group["maximize"] else grad
         state["step"].add_(1)
         if group["weight_decay"] != 0:

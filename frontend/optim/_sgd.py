@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flow.core.tensor import Tensor
+from flow.ops.basic import zeros_like
 
 from ._optimizer import Optimizer, ParamsT
 
@@ -46,6 +47,14 @@ class SGD(Optimizer):
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov=True requires momentum > 0 and dampening == 0, got "
                              f"momentum={group['momentum']}, dampening={group['dampening']}")  # fmt: skip
+
+    def _initial_state(self, p: Tensor, group: dict) -> dict:
+        """Without dampening, a zero buffer gives the first step's `buf = g` exactly
+        (`momentum * 0 + g`); with dampening the first buffer is the gradient itself, so it is
+        made on the first step."""
+        if group["momentum"] != 0 and group["dampening"] == 0:
+            return {"momentum_buffer": zeros_like(p)}
+        return {}
 
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
         momentum, dampening = group["momentum"], group["dampening"]

@@ -50,13 +50,27 @@ def test_jit_traces_once_per_key():
     assert runs == [2.0, 3.0, 3.0] and len(f._cache) == 3
 
 
-def test_graph_traces_the_first_step_and_the_steady_step_once():
+# (optimizer, traces of a graph's step): an optimizer that can make its state before a step
+# does so before the first trace, so one traced and compiled program serves every call; SGD
+# with dampening makes its first momentum buffer from the gradient, so its first step is a
+# program of its own (returning the new state) and the steady step is traced after it.
+_OPTIMIZERS = [
+    (lambda ps: flow.optim.Adam(ps, lr=0.1), 1),
+    (lambda ps: flow.optim.SGD(ps, lr=0.1, momentum=0.9), 1),
+    (lambda ps: flow.optim.RMSprop(ps, lr=0.01, momentum=0.5, centered=True), 1),
+    (lambda ps: flow.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5), 2),
+]
+
+
+@pytest.mark.parametrize("make_opt,traces", _OPTIMIZERS, ids=["adam", "sgd-momentum",
+                                                               "rmsprop", "sgd-dampening"])
+def test_graph_compiles_one_program_per_step(make_opt, traces):
     rng = np.random.default_rng(0)
     w0 = rng.standard_normal((3, 1)).astype(np.float32)
     x = rng.standard_normal((4, 3)).astype(np.float32)
     y = rng.standard_normal((4, 1)).astype(np.float32)
     w = flow.nn.Parameter(flow.tensor(w0))
-    opt = flow.optim.Adam([w], lr=0.1)  # creates its state on the first step
+    opt = make_opt([w])
     builds = []
 
     class Step(flow.nn.Graph):
@@ -72,10 +86,10 @@ def test_graph_traces_the_first_step_and_the_steady_step_once():
 
     step = Step()
     losses = [float(step(flow.tensor(x), flow.tensor(y)).numpy()) for _ in range(3)]
-    assert len(builds) == 2 and len(step._compiled) == 1  # first step, then the steady one
-    # the same three Adam steps, eagerly
+    assert len(builds) == traces and len(step._compiled) == 1
+    # the same three steps, eagerly
     we = flow.nn.Parameter(flow.tensor(w0))
-    eager_opt = flow.optim.Adam([we], lr=0.1)
+    eager_opt = make_opt([we])
     expected = []
     for _ in range(3):
         loss = ((flow.matmul(flow.tensor(x), we) - flow.tensor(y)) ** 2).mean()
@@ -85,3 +99,11 @@ def test_graph_traces_the_first_step_and_the_steady_step_once():
         expected.append(float(loss.numpy()))
     np.testing.assert_allclose(losses, expected, rtol=1e-5)
     np.testing.assert_allclose(w.numpy(), we.numpy(), rtol=1e-5, atol=1e-6)
+    state, eager_state = opt.state_dict()["state"], eager_opt.state_dict()["state"]
+    assert state.keys() == eager_state.keys()
+    for k in state:
+        assert state[k].keys() == eager_state[k].keys()
+        for name in state[k]:
+            np.testing.assert_allclose(np.asarray(state[k][name].numpy()),
+                                       np.asarray(eager_state[k][name].numpy()),
+                                       rtol=1e-5, atol=1e-6)  # fmt: skip
