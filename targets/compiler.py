@@ -8,11 +8,15 @@ is bound here with ctypes and every message (with its location) goes into :class
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
+import re
 import shlex
+import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -106,6 +110,7 @@ def compile_mlir(
     extra_flags: Sequence[str] = (),
     *,
     use_cache: bool = True,
+    in_child: bool = False,
 ) -> bytes:
     """Compile MLIR text for ``target`` and return the VM flatbuffer (``.vmfb`` bytes).
 
@@ -116,6 +121,9 @@ def compile_mlir(
     :class:`~flow.targets.vulkan.UnsupportedError` for a program the target cannot run (e.g.
     float64 on a Vulkan architecture without it) and
     :class:`~flow.targets.table.UnknownTargetError` for an unknown target name.
+    ``in_child`` runs IREE as a child process (``iree-compile``) instead of in this one: what
+    a compile in a background thread uses, since a child can be stopped when the interpreter
+    exits (an in-process compile cannot), and it shares no state with the caller.
     """
     tgt = get_target(target)
     if isinstance(extra_flags, str):
@@ -127,15 +135,16 @@ def compile_mlir(
         hit = cache.lookup(key)
         if hit is not None:
             return hit
+    run = _compile_in_child if in_child else _compile_uncached
     try:
-        vmfb = _compile_uncached(source, tgt, flags)
+        vmfb = run(source, tgt, flags)
     except CompileError as err:
         plain = [f for f in flags if f not in tgt.optional_flags]
         if err.stage != "compile" or len(plain) == len(flags):
             raise
         if err.ir_path:  # not a failure to report: the retry decides
             os.unlink(err.ir_path)
-        vmfb = _compile_uncached(source, tgt, plain)
+        vmfb = run(source, tgt, plain)
     if key is not None:
         cache.store(key, vmfb)
     return vmfb
@@ -185,6 +194,69 @@ def _compile_uncached(source: str, target: Target, flags: list[str]) -> bytes:
     finally:
         session.close()
     return vmfb
+
+
+# The compiles running in child processes, stopped at interpreter exit: nobody waits for them.
+_CHILDREN: set[subprocess.Popen] = set()
+_CHILDREN_LOCK = threading.Lock()
+_DIAGNOSTIC_START = re.compile(r"^\S+:\d+:\d+: (error|warning|note|remark):")
+
+
+def _compile_in_child(source: str, target: Target, flags: list[str]) -> bytes:
+    """`_compile_uncached` in an `iree-compile` child process; its diagnostics are read from
+    its stderr (one per `FILE:LINE:COL: severity:` line, with the lines that follow it)."""
+    with tempfile.TemporaryDirectory(prefix="flow-compile-") as tmp:
+        src, out = os.path.join(tmp, _BUFFER_NAME), os.path.join(tmp, "out.vmfb")
+        with open(src, "w", encoding="utf-8") as f:
+            f.write(source)
+        proc = subprocess.Popen([_iree_compile(), _BUFFER_NAME, *flags, "-o", out], cwd=tmp,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        with _CHILDREN_LOCK:
+            _CHILDREN.add(proc)
+        try:
+            _, err = proc.communicate()
+        finally:
+            with _CHILDREN_LOCK:
+                _CHILDREN.discard(proc)
+        diagnostics: list[Diagnostic] = []
+        for line in err.decode("utf-8", errors="replace").splitlines():
+            m = _DIAGNOSTIC_START.match(line)
+            if m:  # as the in-process callback words it: the location, then the message
+                where = line[: m.start(1) - 2]
+                diagnostics.append(Diagnostic(m.group(1), f"{where}:{line[m.end():]}"))
+            elif diagnostics:
+                last = diagnostics[-1]
+                diagnostics[-1] = Diagnostic(last.severity, f"{last.message}\n{line}")
+            elif line.strip():
+                diagnostics.append(Diagnostic("error", line))
+        if proc.returncode != 0 or not os.path.exists(out):
+            why = f"compilation failed (iree-compile exited with {proc.returncode})"
+            raise _error(why, source, target, flags, diagnostics)
+        with open(out, "rb") as f:
+            return f.read()
+
+
+@lru_cache(maxsize=1)
+def _iree_compile() -> str:
+    """The `iree-compile` binary of the installed compiler package (not its Python wrapper,
+    which takes 0.3 s to start)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("iree.compiler")
+    for folder in spec.submodule_search_locations or () if spec else ():
+        path = os.path.join(folder, "_mlir_libs", "iree-compile")
+        if os.access(path, os.X_OK):
+            return path
+    raise CompileError("IREE's iree-compile binary was not found in the iree-base-compiler "
+                       "package (pip install iree-base-compiler)", target="", flags=(),
+                       stage="api")  # fmt: skip
+
+
+@atexit.register
+def _stop_children() -> None:
+    with _CHILDREN_LOCK:
+        for proc in _CHILDREN:
+            proc.kill()
 
 
 def _set_flags(session: Session, flags: list[str]) -> str | None:

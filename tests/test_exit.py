@@ -142,15 +142,15 @@ sys.stdout.write(f"rank {RANK}: {ok and np.allclose(LOCAL.numpy(), X * 3)}\\n")
 """
 
 
-def _run(tmp_path: Path, name: str, script: str, *launcher: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, name: str, script: str, *launcher: str,
+         env: dict | None = None) -> subprocess.CompletedProcess:  # fmt: skip
     """Run `script` (under `launcher`, else plain python) in its own session; kill the whole
     session and fail on a hang."""
     path = tmp_path / f"{name}.py"
     path.write_text(textwrap.dedent(script))
     cmd = [*launcher, str(path)] if launcher else [sys.executable, str(path)]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=env)  # fmt: skip
     try:
         out, err = proc.communicate(timeout=240)
     except subprocess.TimeoutExpired:
@@ -215,3 +215,91 @@ def test_two_ranks_exit_cleanly(tmp_path: Path) -> None:
     # (the launcher forwards each rank's output in chunks: lines may run together)
     found = sorted(re.findall(r"rank (\d): (True|False)", run.stdout))
     assert found == [("0", "True"), ("1", "True")], run.stdout
+
+
+# A training step on the tiers (compile/tiers.py), against the same steps run eagerly: it runs
+# interpreted at once, and either exits while IREE still compiles in the background (the
+# compiler child is stopped, the exit stays clean) or waits for the compile and goes on
+# compiled. Under `flow-run -n 2` every rank does the same with its local program.
+_TIERED = """
+import sys
+import numpy as np
+import flow
+import flow.nn as nn
+import flow.env
+
+WAIT = sys.argv[0].endswith("wait.py")
+
+def make():
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
+    return model, flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+rng = np.random.default_rng(0)
+x = flow.tensor(rng.standard_normal((16, 20)).astype(np.float32))
+y = flow.tensor(rng.integers(0, 5, 16))
+steps = 5 if WAIT else 3
+
+model, opt = make()
+want = []
+for _ in range(steps):
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    want.append(float(loss))
+
+model, opt = make()
+
+class Step(nn.Graph):
+    def __init__(self):
+        super().__init__()
+        self.model = model
+        self.add_optimizer(opt)
+
+    def build(self, x, y):
+        loss = nn.functional.cross_entropy(self.model(x), y)
+        loss.backward()
+        return loss
+
+step = Step()
+got = [float(step(x, y)) for _ in range(3)]
+program = next(iter(step._engine.programs.values()))
+tiers = [program.tier]
+if WAIT:
+    program.wait()
+    got += [float(step(x, y)) for _ in range(2)]
+    tiers.append(program.tier)
+ok = np.allclose(got, want, rtol=1e-4, atol=1e-5)
+print(f"rank {flow.env.get_rank()}: {' '.join(tiers)} {ok}")
+"""
+
+
+def _tiered_env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "FLOW_SYNC_COMPILE"}
+    env["FLOW_CACHE_DIR"] = str(tmp_path / "cache")  # empty: nothing is loaded from a cache
+    return env
+
+
+@pytest.mark.parametrize("name,expected", [("tiered_exit", "rank 0: interpreted True"),
+                                           ("tiered_wait", "rank 0: interpreted compiled True")])
+def test_tiered_script_exits_cleanly(tmp_path: Path, name: str, expected: str) -> None:
+    run = _run(tmp_path, name, _TIERED, env=_tiered_env(tmp_path))
+    _check_clean(run)
+    assert run.stdout.splitlines() == [expected], run.stdout
+    assert not run.stderr.strip(), run.stderr
+
+
+def test_tiered_script_on_two_ranks(tmp_path: Path) -> None:
+    from flow.distributed.launch import LauncherNotFoundError, find_mpiexec
+
+    try:
+        find_mpiexec()
+    except LauncherNotFoundError as err:
+        pytest.skip(f"no MPI launcher: {err}")
+    run = _run(tmp_path, "tiered_wait", _TIERED, sys.executable, "-m", "flow.tools.run", "-n",
+               "2", env=_tiered_env(tmp_path))  # fmt: skip
+    _check_clean(run)
+    found = sorted(re.findall(r"rank (\d): (interpreted compiled True)", run.stdout))
+    assert found == [("0", "interpreted compiled True"), ("1", "interpreted compiled True")], (
+        run.stdout)

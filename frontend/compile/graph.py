@@ -40,11 +40,11 @@ class GraphEngine:
     which returns the placements of its pipeline stages in order ([] without stages) and
     runs whenever a step is traced."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, *, sync_compile: bool | None = None):
         self.name = name
         self.optimizers: list = []
         self.schedulers: list = []
-        self.programs = ProgramCache(name)  # the compiled steps, by call key
+        self.programs = ProgramCache(name, sync_compile=sync_compile)  # the steps, by call key
         self.last_lowered: Lowered | None = None
         self.stages: list = []  # placements of the pipeline stages of the last trace
         self.debug = False  # print each step's flow IR when it is compiled

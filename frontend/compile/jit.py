@@ -2,9 +2,12 @@
 
 Staged like JAX: `jit(f).lower(*args)` → `Lowered` (`.as_text()` is the flow
 IR) → `.compile(target=...)` → `Compiled`, a callable running the IREE module.
-Calling `jit(f)(*args)` does all three on the first call for each input
-signature (shapes, dtypes, static arguments, target) and reuses the result
-(compile/staging.py: the path `nn.Graph` shares).
+Calling `jit(f)(*args)` traces on the first call for each input signature
+(shapes, dtypes, static arguments, target) and reuses the result
+(compile/staging.py: the path `nn.Graph` shares); that call runs at once on the
+eager kernels while IREE compiles in the background, and a later call switches
+to the compiled program (compile/tiers.py; `sync_compile=True` or
+`FLOW_SYNC_COMPILE=1` compiles first).
 
 Global tensors (frontend/distributed/) trace as arguments of their global type
 with a `#flow.dist` encoding (placement and SBP are part of the signature);
@@ -32,22 +35,26 @@ class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)
     see `flow.device`), the cpu when they have none; `self.target` is then None."""
 
     def __new__(cls, fn: Callable | None = None, *, target: str | None = None,
-                check_indices: bool | None = None):  # fmt: skip
+                check_indices: bool | None = None, sync_compile: bool | None = None):  # fmt: skip
         if fn is None:
-            return functools.partial(cls, target=target, check_indices=check_indices)
+            return functools.partial(cls, target=target, check_indices=check_indices,
+                                     sync_compile=sync_compile)  # fmt: skip
         return super().__new__(cls)
 
     def __init__(self, fn: Callable, *, target: str | None = None,
-                 check_indices: bool | None = None):  # fmt: skip
+                 check_indices: bool | None = None, sync_compile: bool | None = None):  # fmt: skip
         """`check_indices=False` compiles without index range checks (out-of-range indices
-        are then clamped, unchecked); by default `FLOW_CHECK_INDICES` decides (on)."""
+        are then clamped, unchecked); by default `FLOW_CHECK_INDICES` decides (on).
+        `sync_compile=True` compiles a new signature before its first call returns; by
+        default (`FLOW_SYNC_COMPILE` unset) the call runs at once on the eager kernels while
+        IREE compiles in the background, and a later call switches (compile/tiers.py)."""
         from flow.targets import get_target
 
         self.fn = fn
         self.target = get_target(target).name if target else None
         self.check_indices = check_indices
         self.name = getattr(fn, "__name__", "main")
-        self._cache = ProgramCache(f"flow.jit({self.name})")
+        self._cache = ProgramCache(f"flow.jit({self.name})", sync_compile=sync_compile)
         functools.update_wrapper(self, fn)
 
     def lower(self, *args) -> Lowered:

@@ -18,9 +18,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from xdsl.dialects.builtin import ModuleOp
-from xdsl.printer import Printer
 
 from flow.core import device as _device
 from flow.core.pytree import flatten, unflatten
@@ -28,7 +28,10 @@ from flow.core.tensor import Tensor
 
 from .signature import describe, is_array, signature
 
-__all__ = ["Compiled", "Lowered", "front_key"]
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import ModuleOp
+
+__all__ = ["Compiled", "Lowered", "Program", "front_key"]
 
 
 @dataclass
@@ -47,6 +50,8 @@ class Lowered:
     arg_dists: dict = field(default_factory=dict)  # argument index -> GlobalInfo (global args)
     out_dists: list = field(default_factory=list)  # per result: GlobalInfo, or None when local
     checks: list = field(default_factory=list)  # IndexCheck sites: two last results each
+    eqns: dict = field(default_factory=dict)  # op -> (Primitive, params): see Trace.eqns
+    _front_keys: dict = field(default_factory=dict, repr=False)  # target name -> front_key
 
     @property
     def is_global(self) -> bool:
@@ -55,6 +60,8 @@ class Lowered:
 
     def as_text(self, *, debug_info: bool = False) -> str:
         """The flow IR (custom assembly format; `debug_info` adds source locations)."""
+        from xdsl.printer import Printer
+
         out = io.StringIO()
         Printer(stream=out, print_debuginfo=debug_info).print_op(self.module)
         return out.getvalue() + "\n"
@@ -62,36 +69,57 @@ class Lowered:
     def compile(self, target: str | None = None) -> Compiled:
         """Compile for `target` (default: cpu) and load the module on its device: a target
         with no usable device here fails first, before any compile work."""
-        from flow.targets import DEFAULT_TARGET, compile_mlir, execution_target, get_target, require
-
-        tgt = get_target(target or DEFAULT_TARGET)
-        require(tgt)
+        tgt = self.execution_target(target)
         if self.is_global:
             from flow.distributed import env
 
             from .per_rank import compile_for_rank
 
             # SBP inference already ran at trace time (it fixed the result distributions).
-            tgt = execution_target(tgt)  # e.g. vulkan: the architecture of the local device
             # comm collectives on every target: flow's runtime runs them over MPI (a device's
             # buffers staged through host memory); it sets up no NCCL / RCCL channels
             vmfb, groups = compile_for_rank(
                 self.module, env.get_rank(), tgt, infer_sbp=False, collectives="comm"
             )
             return Compiled(self, tgt.name, vmfb, groups)
+        vmfb = self.cached_vmfb(tgt)
+        return Compiled(self, tgt.name, vmfb if vmfb is not None else self.build_vmfb(tgt))
+
+    def execution_target(self, target: str | None = None):
+        """The target this program compiles for when asked for `target` (default: cpu):
+        e.g. vulkan's local architecture. Raises if it cannot run here."""
+        from flow.targets import DEFAULT_TARGET, execution_target, get_target, require
+
+        tgt = get_target(target or DEFAULT_TARGET)
+        require(tgt)
+        return execution_target(tgt)
+
+    def cached_vmfb(self, tgt) -> bytes | None:
+        """This (local) program's module for `tgt` from the compile cache, without lowering
+        it; None on a miss or with caching off."""
         from flow.targets import cache
 
-        tgt = execution_target(tgt)
-        key = front_key(self.module, tgt)
-        vmfb = cache.lookup(key) if key is not None else None
-        if vmfb is None:
-            from flow.lowering import run_pipeline, to_iree_text
+        key = self._front_key(tgt)
+        return cache.lookup(key) if key is not None else None
 
-            lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
-            vmfb = compile_mlir(to_iree_text(lowered), tgt)
-            if key is not None:
-                cache.store(key, vmfb)
-        return Compiled(self, tgt.name, vmfb)
+    def build_vmfb(self, tgt, *, in_child: bool = False) -> bytes:
+        """Lower this (local) program and compile it for `tgt` (`in_child`: IREE runs as a
+        child process, see `compile_mlir`), storing the module in the compile cache. Safe in
+        a background thread: it reads the traced module, never changes it."""
+        from flow.lowering import run_pipeline, to_iree_text
+        from flow.targets import cache, compile_mlir
+
+        lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
+        vmfb = compile_mlir(to_iree_text(lowered), tgt, in_child=in_child)
+        key = self._front_key(tgt)
+        if key is not None:
+            cache.store(key, vmfb)
+        return vmfb
+
+    def _front_key(self, tgt) -> str | None:
+        if tgt.name not in self._front_keys:
+            self._front_keys[tgt.name] = front_key(self.module, tgt)
+        return self._front_keys[tgt.name]
 
 
 def front_key(module: ModuleOp, target) -> str | None:
@@ -102,6 +130,8 @@ def front_key(module: ModuleOp, target) -> str | None:
 
     if cache.cache_dir() is None:
         return None
+    from xdsl.printer import Printer
+
     out = io.StringIO()
     Printer(stream=out, print_generic_format=True).print_op(module)
     knobs = sorted(f"{k}={v}" for k, v in os.environ.items()
@@ -112,7 +142,8 @@ def front_key(module: ModuleOp, target) -> str | None:
 
 # Environment knobs that cannot change a compiled program.
 _KNOBS_NOT_IN_KEY = {"FLOW_CACHE_DIR", "FLOW_NO_CACHE", "FLOW_DUMP_IR", "FLOW_CPU_DRIVER",
-                     "FLOW_COMM_PLAN", "FLOW_COLLECTIVE_TIMEOUT"}  # fmt: skip
+                     "FLOW_COMM_PLAN", "FLOW_COLLECTIVE_TIMEOUT", "FLOW_SYNC_COMPILE",
+                     "FLOW_VERBOSE"}  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,24 +165,17 @@ def _sources_digest() -> str:
     return h.hexdigest()
 
 
-class Compiled:
-    """A compiled function: call it with tensors of the signature it was lowered for."""
+class Program:
+    """A lowered function made runnable: `_fn(*inputs)` maps the program's input arrays to its
+    output arrays (the IREE module's function, or compile/interpret.py's interpreter), and
+    `call_flat` turns a call's arguments into those inputs and the outputs into results."""
 
-    def __init__(self, lowered: Lowered, target: str, vmfb: bytes, groups: list | None = None):
-        from flow.targets import load
-
-        self.lowered = lowered
-        self.target = target
-        self.device = _device.of_target(target)  # of the results; None for the cpu
-        self.vmfb = vmfb
-        self.groups = groups  # of a global program: its collectives' rank groups
-        name = lowered.module.body.block.first_op.sym_name.data
-        if groups is None:
-            self._fn = load(vmfb, target)[name]
-            if _DriverTrial.applies(self._fn):
-                self._fn = _DriverTrial(self, vmfb, name)
-        else:
-            self._fn = _load_for_rank(vmfb, groups, target)[name]
+    lowered: Lowered
+    target: str
+    device: Any  # of the results; None for the cpu
+    groups: list | None = None  # of a global program: its collectives' rank groups
+    vmfb: bytes | None = None
+    _fn: Any
 
     def __call__(self, *args):
         leaves, _ = flatten(list(args))
@@ -218,6 +242,26 @@ class Compiled:
             f = self.lowered.module.body.block.first_op
             shapes = self._shapes = [tuple(t.get_shape()) for t in f.function_type.outputs.data]
         return shapes
+
+
+class Compiled(Program):
+    """A compiled function: call it with tensors of the signature it was lowered for."""
+
+    def __init__(self, lowered: Lowered, target: str, vmfb: bytes, groups: list | None = None):
+        from flow.targets import load
+
+        self.lowered = lowered
+        self.target = target
+        self.device = _device.of_target(target)
+        self.vmfb = vmfb
+        self.groups = groups
+        name = lowered.module.body.block.first_op.sym_name.data
+        if groups is None:
+            self._fn = load(vmfb, target)[name]
+            if _DriverTrial.applies(self._fn):
+                self._fn = _DriverTrial(self, vmfb, name)
+        else:
+            self._fn = _load_for_rank(vmfb, groups, target)[name]
 
 
 class _DriverTrial:

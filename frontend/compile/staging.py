@@ -26,8 +26,9 @@ from flow.core.tensor import Tensor
 from flow.core.trace import Trace
 from flow.ops.basic import tensor as _to_tensor
 
+from . import tiers
 from .signature import describe, is_array, signature
-from .stages import Compiled, Lowered
+from .stages import Lowered, Program
 
 __all__ = ["ProgramCache", "describe", "is_array", "signature", "stage"]
 
@@ -40,13 +41,15 @@ class ProgramCache:
     its tensor arguments. The device a program runs on is decided once, when its key is
     first compiled (`compile`): the target asked for, else the device of the arguments and
     of the tensors the trace captured (`flow.device`); a call with a known key reuses the
-    program without tracing. `what` names the function in errors."""
+    program without tracing. `what` names the function in errors; `sync_compile` is the
+    function's setting for compiling before the first call (compile/tiers.py)."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, *, sync_compile: bool | None = None):
         self.what = what
-        self._programs: dict[tuple, Compiled] = {}
+        self.sync_compile = sync_compile  # None: FLOW_SYNC_COMPILE decides (compile/tiers.py)
+        self._programs: dict[tuple, Program] = {}
 
-    def lookup(self, args: tuple, target: str | None) -> tuple[list, tuple, Compiled | None]:
+    def lookup(self, args: tuple, target: str | None) -> tuple[list, tuple, Program | None]:
         """The flattened `args`, their key and the program compiled for it (None if none)."""
         leaves, _ = flatten(list(args))
         key = (signature(leaves), target, _device.of_all(leaves))
@@ -57,13 +60,16 @@ class ProgramCache:
         return _device.program_target(key[1], [*leaves, *lowered.captured], self.what)
 
     def compile(self, key: tuple, lowered: Lowered, leaves: list, target: str | None = None,
-                *, store: bool = True) -> Compiled:  # fmt: skip
-        """Compile `lowered` for `target` (default: `device_target`), kept as `key`'s program
-        unless `store` is false."""
-        compiled = lowered.compile(target or self.device_target(key, lowered, leaves))
+                *, store: bool = True) -> Program:  # fmt: skip
+        """Make `lowered` runnable for `target` (default: `device_target`), kept as `key`'s
+        program unless `store` is false (a program that runs once). Unless compiles are
+        synchronous it runs interpreted until its background compile is done (tiers.py)."""
+        program = tiers.program(lowered, target or self.device_target(key, lowered, leaves),
+                                sync=tiers.sync_compile(self.sync_compile), once=not store,
+                                forget=lambda: self._programs.pop(key, None))  # fmt: skip
         if store:
-            self._programs[key] = compiled
-        return compiled
+            self._programs[key] = program
+        return program
 
     def values(self):
         return self._programs.values()
@@ -140,7 +146,7 @@ def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
         out_dists = _globalize(module, trace, len(out_leaves), mutated_args)
     return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
                    list(trace.key_slots), mutated, newborn, dict(trace.arg_dists),
-                   out_dists, checks)  # fmt: skip
+                   out_dists, checks, trace.eqns)  # fmt: skip
 
 
 def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[int]) -> list:
