@@ -12,6 +12,7 @@ shards) in the structure the traced function returned.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import io
 import os
@@ -26,6 +27,7 @@ from flow.core import device as _device
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 
+from . import progress
 from .signature import describe, is_array, signature
 
 if TYPE_CHECKING:
@@ -78,9 +80,10 @@ class Lowered:
             # SBP inference already ran at trace time (it fixed the result distributions).
             # comm collectives on every target: flow's runtime runs them over MPI (a device's
             # buffers staged through host memory); it sets up no NCCL / RCCL channels
-            vmfb, groups = compile_for_rank(
-                self.module, env.get_rank(), tgt, infer_sbp=False, collectives="comm"
-            )
+            with progress.status(f"compiling {self.name} for {tgt.name}, rank {env.get_rank()}"):
+                vmfb, groups = compile_for_rank(
+                    self.module, env.get_rank(), tgt, infer_sbp=False, collectives="comm"
+                )
             return Compiled(self, tgt.name, vmfb, groups)
         vmfb = self.cached_vmfb(tgt)
         return Compiled(self, tgt.name, vmfb if vmfb is not None else self.build_vmfb(tgt))
@@ -105,12 +108,16 @@ class Lowered:
     def build_vmfb(self, tgt, *, in_child: bool = False) -> bytes:
         """Lower this (local) program and compile it for `tgt` (`in_child`: IREE runs as a
         child process, see `compile_mlir`), storing the module in the compile cache. Safe in
-        a background thread: it reads the traced module, never changes it."""
+        a background thread: it reads the traced module, never changes it. A compile in the
+        foreground shows a status line while it lasts (compile/progress.py)."""
         from flow.lowering import run_pipeline, to_iree_text
         from flow.targets import cache, compile_mlir
 
-        lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
-        vmfb = compile_mlir(to_iree_text(lowered), tgt, in_child=in_child)
+        shown = progress.status(f"compiling {self.name} for {tgt.name}")
+        with contextlib.nullcontext(progress.Line("")) if in_child else shown as line:
+            lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
+            line.detail = f"{_kernels(lowered)} linalg ops"
+            vmfb = compile_mlir(to_iree_text(lowered), tgt, in_child=in_child)
         key = self._front_key(tgt)
         if key is not None:
             cache.store(key, vmfb)
@@ -120,6 +127,12 @@ class Lowered:
         if tgt.name not in self._front_keys:
             self._front_keys[tgt.name] = front_key(self.module, tgt)
         return self._front_keys[tgt.name]
+
+
+def _kernels(module: ModuleOp) -> int:
+    """The linalg ops of a lowered program: the kernels IREE starts from (it fuses them)."""
+    return sum(1 for op in module.walk()
+               if op.name.startswith("linalg.") and op.name not in ("linalg.yield", "linalg.index"))  # fmt: skip
 
 
 def front_key(module: ModuleOp, target) -> str | None:
