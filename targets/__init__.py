@@ -27,6 +27,7 @@ from .vulkan import UnsupportedError, execution_target
 
 _LAZY = {
     "collectives": ("collectives", None),
+    "dispatch_count": ("inspect", "dispatch_count"),
     "prepare_iree_for_mpi": ("mpi", "prepare_iree_for_mpi"),
     "register_group": ("groups", "register_group"),
     "register_mesh": ("groups", "register_mesh"),
@@ -73,6 +74,7 @@ __all__ = [
     "compile_flags",
     "compile_mlir",
     "device_names",
+    "dispatch_count",
     "execution_target",
     "get_target",
     "load",
