@@ -1,6 +1,6 @@
 """Dispatches and compile time of three nn.Graph train steps on the cpu target.
 
-    python benchmarks/dispatches.py [--steps 30] [--compare "--flag=value ..."]
+    python benchmarks/dispatches.py [--steps 30] [--compare="--flag=value ..."]
 
 The steps: the README's MLP (784-256-10, batch 64, cross-entropy, SGD momentum), the LeNet
 step of examples/train_digits.py (its TrainGraph, batch 32, SGD momentum with a cosine
@@ -121,7 +121,7 @@ def measure(make, steps: int, compare: list[str]) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--compare", default="", help="extra IREE flags to compare, quoted")
+    parser.add_argument("--compare", default="", help="extra IREE flags to compare, quoted: --compare=\"--a=1 --b\"")
     args = parser.parse_args()
     compare = shlex.split(args.compare)
     print(f"nn.Graph train steps, cpu target, empty compile cache [{machine()}]")
