@@ -121,7 +121,8 @@ def measure(make, steps: int, compare: list[str]) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--compare", default="", help="extra IREE flags to compare, quoted: --compare=\"--a=1 --b\"")
+    parser.add_argument("--compare", default="",
+                        help='extra IREE flags to compare: --compare="--a=1 --b"')  # fmt: skip
     args = parser.parse_args()
     compare = shlex.split(args.compare)
     print(f"nn.Graph train steps, cpu target, empty compile cache [{machine()}]")
