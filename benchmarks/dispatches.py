@@ -64,7 +64,9 @@ class Block(nn.Module):
         self.heads = heads
         self.ln1, self.ln2 = nn.LayerNorm(embed), nn.LayerNorm(embed)
         self.qkv, self.proj = nn.Linear(embed, 3 * embed), nn.Linear(embed, embed)
-        self.mlp = nn.Sequential(nn.Linear(embed, 4 * embed), nn.GELU(), nn.Linear(4 * embed, embed))
+        self.mlp = nn.Sequential(
+            nn.Linear(embed, 4 * embed), nn.GELU(), nn.Linear(4 * embed, embed)
+        )
 
     def forward(self, x):
         b, s, e = x.shape
@@ -134,10 +136,14 @@ def main() -> None:
         for i, row in enumerate(rows):
             flags = "table" if i == 0 else "+compare"
             first = "" if i else f"{row['first']:.2f}"
-            line = (f"  {name if i == 0 else '':22} {flags:>8} {row['dispatches']:10d} "
-                    f"{first:>12} {row['lower']:8.2f} {row['iree']:7.2f} {row['ms']:8.3f}")  # fmt: skip
-            ratios = (f"{row['dispatches'] / base['dispatches']:19.2f}x "
-                      f"{base['iree'] / row['iree']:6.2f}x {base['ms'] / row['ms']:7.2f}x")  # fmt: skip
+            line = (
+                f"  {name if i == 0 else '':22} {flags:>8} {row['dispatches']:10d} "
+                f"{first:>12} {row['lower']:8.2f} {row['iree']:7.2f} {row['ms']:8.3f}"
+            )
+            ratios = (
+                f"{row['dispatches'] / base['dispatches']:19.2f}x "
+                f"{base['iree'] / row['iree']:6.2f}x {base['ms'] / row['ms']:7.2f}x"
+            )
             print(f"{line}   {ratios}")
     if compare:
         print(f"  +compare: {' '.join(compare)} (IREE s and ms/step ratios: >1 is faster)")
