@@ -4,7 +4,8 @@
 
 Cases: matmul (GFLOP/s vs numpy), elementwise (8-op chain vs numpy eager and a
 memory copy), train_step (MLP step vs jax.jit, torch), lenet_step (LeNet step),
-toolchain (compile time cold and cached, per-call overhead). Peers that are not
+toolchain (compile time cold and cached, per-call overhead), first_step (import, first
+call, main job, programs per step, each in a fresh process). Peers that are not
 installed are skipped with a note. Every ratio is "higher is better"; rows
 marked (info) have no target. `--quick` takes fewer samples (noisier).
 """
@@ -19,6 +20,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import elementwise  # noqa: E402
+import first_step  # noqa: E402
 import lenet_step  # noqa: E402
 import matmul  # noqa: E402
 import toolchain  # noqa: E402
@@ -37,6 +39,7 @@ def main() -> None:
         ("train_step", lambda: train_step.run(steps=10 if q else 30)),
         ("lenet_step", lambda: lenet_step.run(steps=20 if q else 50)),
         ("toolchain", lambda: toolchain.run(ops=1000 if q else 5000)),
+        ("first_step", lambda: first_step.run(quick=q)),
     ]
     goals = []
     t0 = time.perf_counter()
