@@ -388,6 +388,7 @@ def bench_main_job() -> dict[str, float | None]:
                 continue
             run_dir = os.path.join(tmp, str(i))
             cache = os.path.join(tmp, "cache") if shared else os.path.join(run_dir, "cache")
+            os.makedirs(run_dir)
             os.makedirs(cache, exist_ok=True)
             ck = os.path.join(run_dir, "ck.pt" if name.startswith("torch") else "ck.safetensors")
             t0 = time.perf_counter()
@@ -452,6 +453,7 @@ def run(quick: bool = False) -> list[Goal]:
 
 
 def main() -> None:
+    sys.stdout.reconfigure(line_buffering=True)  # each table as it is done, into a log too
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="one process per measurement, fewer steps, no main job")  # fmt: skip
