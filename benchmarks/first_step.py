@@ -188,21 +188,9 @@ import flow
 import flow.nn as nn
 import flow.targets
 sys.path.insert(0, {examples!r})
+sys.path.insert(0, {benchmarks!r})
 import train_digits
-
-def train_step(model, optimizer, loss_fn):
-    class TrainStep(nn.Graph):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-            self.add_optimizer(optimizer)
-
-        def build(self, xb, yb):
-            loss = loss_fn(self.model(xb), yb)
-            loss.backward()
-            return loss
-
-    return TrainStep()
+from _bench import train_step
 
 class Block(nn.Module):
     # pre-norm transformer block: x + attention(ln(x)), then + mlp(ln(x))
@@ -411,7 +399,8 @@ def bench_main_job() -> dict[str, float | None]:
 
 def bench_dispatches() -> dict[str, dict | None]:
     examples = os.path.join(ROOT, "examples")
-    out = {case: child(DISPATCH_CHILD.format(examples=examples, case=case),
+    benchmarks = os.path.join(ROOT, "benchmarks")
+    out = {case: child(DISPATCH_CHILD.format(examples=examples, benchmarks=benchmarks, case=case),
                        FLOW_SYNC_COMPILE="1") for case in DISPATCH_CASES}  # fmt: skip
     print(f"\nnn.Graph train steps compiled first (FLOW_SYNC_COMPILE=1), empty cache: programs "
           f"per graph, seconds of each call that made one, dispatches per program [{machine()}]")
