@@ -109,12 +109,22 @@ def ones(*size, dtype=None, placement=None, sbp=None) -> Tensor:
     return full(shape, 1, dtype or _dtypes.DEFAULT_FLOAT, placement=placement, sbp=sbp)
 
 
-def zeros_like(x: Tensor, dtype=None) -> Tensor:
-    return full(x.shape, 0, dtype or x.dtype)
+def full_like(input: Tensor, fill_value, *, dtype=None) -> Tensor:
+    """A tensor like `input` filled with `fill_value`: its shape, its dtype unless `dtype` is
+    given, and for a global `input` its placement and SBP (each rank holds its shard)."""
+    x = as_tensor(input)
+    dt = dtype if dtype is not None else x.dtype
+    if x.is_global:
+        return full(tuple(x.shape), fill_value, dt, placement=x.placement, sbp=x.sbp)
+    return full(tuple(x.shape), fill_value, dt)
 
 
-def ones_like(x: Tensor, dtype=None) -> Tensor:
-    return full(x.shape, 1, dtype or x.dtype)
+def zeros_like(input: Tensor, dtype=None) -> Tensor:
+    return full_like(input, 0, dtype=dtype)
+
+
+def ones_like(input: Tensor, dtype=None) -> Tensor:
+    return full_like(input, 1, dtype=dtype)
 
 
 def as_tensor(x) -> Tensor:
@@ -124,5 +134,5 @@ def as_tensor(x) -> Tensor:
 
 __all__ = [
     "tensor", "from_numpy", "from_dlpack", "is_tensor", "numel", "full", "zeros", "ones",
-    "zeros_like", "ones_like",
+    "full_like", "zeros_like", "ones_like",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Creation from ranges: `arange`, `linspace`, `eye`, `full_like` — `iota` scaled, shifted
+"""Creation from ranges: `arange`, `linspace`, `eye` — `iota` scaled, shifted
 or compared, then cast (PyTorch / OneFlow semantics)."""
 
 from __future__ import annotations
@@ -97,13 +97,7 @@ def eye(n: int, m: int | None = None, *, dtype=None) -> Tensor:
     return O.to(O.eq(rows, cols), dt)
 
 
-def full_like(input: Tensor, fill_value, *, dtype=None) -> Tensor:
-    """A tensor of `input`'s shape (and dtype, unless given) filled with `fill_value`."""
-    x = O.as_tensor(input)
-    return O.full(tuple(x.shape), fill_value, dtype if dtype is not None else x.dtype)
-
-
 TENSOR_METHODS: dict = {}
 """Tensor methods this module adds (none: these make new tensors)."""
 
-__all__ = ["arange", "linspace", "eye", "full_like"]
+__all__ = ["arange", "linspace", "eye"]

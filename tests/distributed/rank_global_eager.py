@@ -129,6 +129,11 @@ for s in [S(0), S(1), B]:
     close(flow.ones(5, 3, placement=pl, sbp=s).numpy(), np.ones((5, 3)), f"ones {s}")
     close(flow.full((5, 3), 2.5, placement=pl, sbp=s).numpy(), np.full((5, 3), 2.5), f"full {s}")
     close(flow.arange(7, placement=pl, sbp=S(0)).numpy(), np.arange(7), f"arange {s}")
+    r_like = [flow.zeros_like(r), flow.ones_like(r, dtype=flow.int32), flow.full_like(r, 2.5)]
+    for t, want in zip(r_like, [np.zeros((5, 3)), np.ones((5, 3)), np.full((5, 3), 2.5)]):
+        check(t.is_global and t.placement == pl and t.sbp == r.sbp, f"*_like {s} keeps {s}")
+        check(t.to_local().shape == r.to_local().shape, f"*_like {s}: the shard's shape")
+        close(t.numpy(), want, f"*_like {s}")
 check(len(set(digests)) == 1, f"random values differ across SBPs: {digests}")
 
 
