@@ -2,22 +2,43 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import ml_dtypes
 import numpy as np
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, Float64Type, IntegerType
-from xdsl.ir import Attribute
+
+if TYPE_CHECKING:
+    from xdsl.ir import Attribute
 
 
 @dataclass(frozen=True, eq=False)
 class dtype:  # noqa: N801  (named like torch.dtype / oneflow.dtype)
-    """A tensor element type, e.g. `flow.float32`."""
+    """A tensor element type, e.g. `flow.float32`.
+
+    Its numpy dtype and MLIR element type are made on first use: bfloat16's numpy dtype comes
+    from ml_dtypes and the MLIR types from xDSL, and `import flow` loads neither."""
 
     name: str
-    np_dtype: np.dtype
-    ir_type: Attribute
+    ir_name: str  # the MLIR element type: i1, i8, ..., f16, bf16, f32, f64
     kind: int  # 0 bool, 1 integer, 2 floating point: the promotion category
+
+    @functools.cached_property
+    def np_dtype(self) -> np.dtype:
+        if self.name == "bfloat16":
+            import ml_dtypes
+
+            return np.dtype(ml_dtypes.bfloat16)
+        return np.dtype(self.name)
+
+    @functools.cached_property
+    def ir_type(self) -> Attribute:
+        from xdsl.dialects import builtin
+
+        if self.ir_name.startswith("i"):
+            return builtin.IntegerType(int(self.ir_name[1:]))
+        return {"f16": builtin.Float16Type, "bf16": builtin.BFloat16Type,
+                "f32": builtin.Float32Type, "f64": builtin.Float64Type}[self.ir_name]()  # fmt: skip
 
     @property
     def is_floating_point(self) -> bool:
@@ -34,21 +55,20 @@ class dtype:  # noqa: N801  (named like torch.dtype / oneflow.dtype)
         return (as_dtype, (self.name,))
 
 
-bool_ = dtype("bool", np.dtype(np.bool_), IntegerType(1), 0)
-int8 = dtype("int8", np.dtype(np.int8), IntegerType(8), 1)
-int32 = dtype("int32", np.dtype(np.int32), IntegerType(32), 1)
-int64 = dtype("int64", np.dtype(np.int64), IntegerType(64), 1)
-float16 = dtype("float16", np.dtype(np.float16), Float16Type(), 2)
-bfloat16 = dtype("bfloat16", np.dtype(ml_dtypes.bfloat16), BFloat16Type(), 2)
-float32 = dtype("float32", np.dtype(np.float32), Float32Type(), 2)
-float64 = dtype("float64", np.dtype(np.float64), Float64Type(), 2)
+bool_ = dtype("bool", "i1", 0)
+int8 = dtype("int8", "i8", 1)
+int32 = dtype("int32", "i32", 1)
+int64 = dtype("int64", "i64", 1)
+float16 = dtype("float16", "f16", 2)
+bfloat16 = dtype("bfloat16", "bf16", 2)
+float32 = dtype("float32", "f32", 2)
+float64 = dtype("float64", "f64", 2)
 
 ALL_DTYPES = (bool_, int8, int32, int64, float16, bfloat16, float32, float64)
 _BY_NAME = {d.name: d for d in ALL_DTYPES} | {
     "float": float32, "double": float64, "half": float16, "int": int32, "long": int64,
 }  # fmt: skip
-_BY_NP = {d.np_dtype: d for d in ALL_DTYPES}
-_BY_IR = {d.ir_type: d for d in ALL_DTYPES}
+_BY_NP_NAME = {d.name: d for d in ALL_DTYPES}  # by `np.dtype(x).name` (ml_dtypes says "bfloat16")
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
@@ -67,7 +87,7 @@ def as_dtype(x) -> dtype:
     if x is bool:
         return bool_
     try:
-        found = _BY_NP.get(np.dtype(x))
+        found = _BY_NP_NAME.get(np.dtype(x).name)
     except TypeError:
         found = None
     if found is None:
@@ -76,8 +96,13 @@ def as_dtype(x) -> dtype:
     return found
 
 
+@functools.cache
+def _by_ir() -> dict:
+    return {d.ir_type: d for d in ALL_DTYPES}
+
+
 def from_ir(ty: Attribute) -> dtype:
-    return _BY_IR[ty]
+    return _by_ir()[ty]
 
 
 def promote_types(a: dtype, b: dtype) -> dtype:
