@@ -8,7 +8,6 @@ own SBP and no side table can drift out of sync with the IR.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from math import prod
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr, TensorType
@@ -17,6 +16,8 @@ from xdsl.irdl import irdl_attr_definition
 from xdsl.parser import AttrParser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+from .semantics import Sbp
 
 
 @irdl_attr_definition
@@ -127,32 +128,6 @@ def _format_nested(flat: Sequence[int], shape: Sequence[int]) -> str:
     step = len(flat) // shape[0]
     rows = (_format_nested(flat[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0]))
     return "[" + ", ".join(rows) + "]"
-
-
-@dataclass(frozen=True)
-class Sbp:
-    """One SBP entry: split along `dim` (kind "S"), broadcast ("B") or partial sum ("P")."""
-
-    kind: str
-    dim: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("S", "B", "P"):
-            raise ValueError(f"SBP kind must be S, B or P, got {self.kind!r}")
-        if (self.kind == "S") != (self.dim is not None):
-            raise ValueError("an SBP split needs a dim; broadcast and partial_sum take none")
-
-    def __str__(self) -> str:
-        return f"S({self.dim})" if self.kind == "S" else self.kind
-
-    @staticmethod
-    def parse(text: str) -> Sbp:
-        text = text.strip()
-        if text in ("B", "P"):
-            return Sbp(text)
-        if text.startswith("S(") and text.endswith(")") and text[2:-1].strip().isdigit():
-            return Sbp("S", int(text[2:-1]))
-        raise ValueError(f"expected an SBP entry S(<dim>), B or P, got {text!r}")
 
 
 @irdl_attr_definition

@@ -1,8 +1,5 @@
-"""The `flow` MLIR dialect, defined in xDSL: attributes, ops, verifiers.
-
-IREE's MLIR already owns the namespace `flow`, so our dialect lives in xDSL
-and never crosses the hand-off to IREE (see lowering/).
-"""
+"""The `Flow` xDSL dialect object (every op and attribute of dialect/'s family modules) and
+`make_context`; `flow.dialect` re-exports all of it (see dialect/__init__.py)."""
 
 from __future__ import annotations
 

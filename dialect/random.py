@@ -16,27 +16,13 @@ from xdsl.irdl import irdl_op_definition, operand_def, result_def, traits_def
 from xdsl.traits import Pure
 
 from .base import FlowOp, expect_tensor, verify_error
-
-SPLITMIX64_GAMMA = 0x9E3779B97F4A7C15
-"""The Weyl increment of SplitMix64 (2**64 / golden ratio, odd)."""
-
-SPLITMIX64_ROUNDS = ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB))
-"""SplitMix64's finalizer: `z = (z ^ (z >> shift)) * multiplier` per round, then `z ^ (z >> 31)`."""
-
-SPLITMIX64_FINAL_SHIFT = 31
-
-RANDOM_BITS_WIDTHS = (32, 64)
-"""Element widths `flow.random_bits` produces."""
-
-
-def splitmix64(key: int, index: int) -> int:
-    """The 64-bit hash behind `flow.random_bits`, on Python ints (the executable spec)."""
-    mask = (1 << 64) - 1
-    z = (key + (index + 1) * SPLITMIX64_GAMMA) & mask
-    for shift, mul in SPLITMIX64_ROUNDS:
-        z = ((z ^ (z >> shift)) * mul) & mask
-    return z ^ (z >> SPLITMIX64_FINAL_SHIFT)
-
+from .semantics import (  # noqa: F401  (the op's semantics, defined without xDSL)
+    RANDOM_BITS_WIDTHS,
+    SPLITMIX64_FINAL_SHIFT,
+    SPLITMIX64_GAMMA,
+    SPLITMIX64_ROUNDS,
+    splitmix64,
+)
 
 @irdl_op_definition
 class RandomBitsOp(FlowOp):

@@ -18,6 +18,7 @@ from xdsl.irdl import irdl_op_definition, operand_def, prop_def, result_def, tra
 from xdsl.traits import Pure
 
 from .base import FlowOp, expect_tensor, i64_array, is_float, is_int, verify_error
+from .semantics import window_output_size
 from .structured import ReduceKind, ReduceKindAttr
 
 Pairs = Sequence[Sequence[int]]
@@ -57,13 +58,6 @@ def _flat(padding: Pairs) -> DenseArrayBase:
 
 def _unflat(values: Sequence[int]) -> tuple[tuple[int, int], ...]:
     return tuple(tuple(values[i : i + 2]) for i in range(0, len(values), 2))  # type: ignore[misc]
-
-
-def window_output_size(
-    size: int, window: int, stride: int, dilation: int, pad: Sequence[int]
-) -> int:
-    """How many windows fit along one dim: `(padded - dilated_window) // stride + 1`."""
-    return (size + pad[0] + pad[1] - dilation * (window - 1) - 1) // stride + 1
 
 
 @irdl_op_definition

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-
-from xdsl.dialects.builtin import FunctionType, ModuleOp, TensorType
-from xdsl.rewriter import Rewriter
+from typing import TYPE_CHECKING
 
 from flow.core import device as _device
 from flow.core.pytree import flatten, unflatten
@@ -29,6 +27,9 @@ from flow.ops.basic import tensor as _to_tensor
 from . import tiers
 from .signature import describe, is_array, signature
 from .stages import Lowered, Program
+
+if TYPE_CHECKING:  # xDSL loads with the first trace
+    from xdsl.dialects.builtin import ModuleOp
 
 __all__ = ["ProgramCache", "describe", "is_array", "signature", "stage"]
 
@@ -99,6 +100,8 @@ def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
     they become extra outputs.
     `check_indices` (default: `FLOW_CHECK_INDICES`) emits index range checks, whose values
     come last (see ops/index_checks.py)."""
+    from xdsl.dialects.builtin import TensorType
+
     leaves, in_tree = flatten(list(args))
     sig = signature(leaves)
     with Trace(name if name.isidentifier() else "main") as trace:
@@ -161,6 +164,9 @@ def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[i
     declared with their tensor's distribution; then `flow-infer-sbp` derives
     every other value's distribution, and the results take the ones it chose.
     """
+    from xdsl.dialects.builtin import FunctionType, TensorType
+    from xdsl.rewriter import Rewriter
+
     from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
     from flow.dialect.attrs import dist_of as _dist_of
     from flow.distributed.placement import GlobalInfo

@@ -8,14 +8,17 @@ and the methods written in ops or on global tensors are installed by `flow.ops.m
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
-from xdsl.ir import SSAValue
 
 from flow.core import dtypes as _dtypes
 from flow.core import pending as _pending
 from flow.core.pending import PendingValue
+
+if TYPE_CHECKING:
+    from xdsl.dialects.builtin import TensorType
+    from xdsl.ir import SSAValue
 
 
 class Size(tuple):
@@ -91,6 +94,8 @@ class Tensor:
     def _ir_type(self) -> TensorType:
         if self._value is not None:
             return self._value.type
+        from xdsl.dialects.builtin import TensorType  # xDSL loads with the first op
+
         return TensorType(self._dtype.ir_type, self._shape)
 
     # ------------------------------------------------------------------ metadata

@@ -12,10 +12,11 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
-from xdsl.dialects import func
-from xdsl.dialects.builtin import FileLineColLoc, IntAttr, ModuleOp, StringAttr, TensorType, i64
-from xdsl.ir import Attribute, Block, BlockArgument, Operation, Region, SSAValue
+if TYPE_CHECKING:  # xDSL loads with the first trace, not with `import flow`
+    from xdsl.dialects.builtin import ModuleOp, TensorType
+    from xdsl.ir import Attribute, Operation, SSAValue
 
 _local = threading.local()
 
@@ -40,6 +41,8 @@ class Trace:
     """One function being traced into flow IR."""
 
     def __init__(self, name: str = "main"):
+        from xdsl.ir import Block
+
         self.name = name
         self.block = Block()
         self.captured: list = []  # eager Tensors lifted to extra arguments, in order
@@ -88,7 +91,7 @@ class Trace:
             if v in self._placement_of:
                 todo.pop()
                 continue
-            if isinstance(v, BlockArgument):
+            if v.owner is self.block:  # an argument of the traced function
                 info = self.arg_dists.get(v.index)
                 self._placement_of[v] = None if info is None else info.placement.attr
                 todo.pop()
@@ -149,6 +152,8 @@ class Trace:
         The compiled function fills it from `generator` at every call, so each call
         draws new numbers, as the eager code would; no key is baked into the IR.
         """
+        from xdsl.dialects.builtin import TensorType, i64
+
         value = self.argument(TensorType(i64, (1,)))
         value.name_hint = "rng_key"
         self.key_slots.append((len(self.block.args) - 1, generator))
@@ -158,12 +163,18 @@ class Trace:
         if self.tags:
             op.attributes.update(self.tags)
         if loc is not None:
+            from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
+
             op.location = FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(loc[2]))
         self.block.add_op(op)
         return op
 
     def finish(self, results: Sequence[SSAValue]) -> ModuleOp:
         """Close the function with a return of `results` and wrap it in a module."""
+        from xdsl.dialects import func
+        from xdsl.dialects.builtin import ModuleOp
+        from xdsl.ir import Region
+
         self.block.add_op(func.ReturnOp(*results))
         arg_types = [a.type for a in self.block.args]
         fn = func.FuncOp(self.name, (arg_types, [r.type for r in results]), Region(self.block))

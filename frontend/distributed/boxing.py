@@ -24,9 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from flow.dialect.attrs import Sbp
-from flow.dialect.distributed import balanced_offset, rank_groups
-from flow.dialect.sbp import boxing_steps
+from flow.dialect.semantics import Sbp
 from flow.distributed import env
 from flow.distributed.placement import GlobalInfo, NdSbp, coord, empty_shard, member, placement
 
@@ -44,6 +42,8 @@ def _collectives() -> Any:
 
 
 def _axis_group(pl: placement, axis: int) -> tuple[int, ...]:
+    from flow.dialect.distributed import rank_groups
+
     me = env.get_rank()
     for g in rank_groups(pl.attr, axis):
         if me in g:
@@ -55,6 +55,8 @@ def _axis_group(pl: placement, axis: int) -> tuple[int, ...]:
 
 
 def _local_slice(x: np.ndarray, dim: int, k: int, i: int) -> np.ndarray:
+    from flow.dialect.distributed import balanced_offset
+
     n = x.shape[dim]
     idx = [slice(None)] * x.ndim
     idx[dim] = slice(balanced_offset(n, k, i), balanced_offset(n, k, i + 1))
@@ -64,6 +66,8 @@ def _local_slice(x: np.ndarray, dim: int, k: int, i: int) -> np.ndarray:
 def _axis_box(x: np.ndarray, pl: placement, axis: int, src: Sbp, dst: Sbp) -> np.ndarray:
     """Box this rank's shard along one mesh axis: the steps of the boxing table
     (`flow.dialect.sbp.boxing_steps`), each a collective within this rank's group of the axis."""
+    from flow.dialect.sbp import boxing_steps
+
     k = pl.hierarchy[axis]
     if src == dst or k == 1:
         return x

@@ -22,16 +22,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.ir import Block
 from xdsl.utils.exceptions import VerifyException
 
 from flow.core import dtypes
 from flow.core.autograd import record
 from flow.core.errors import op_error, strip_op_prefix
 from flow.core.tensor import Tensor
-from flow.dialect import sbp as sbp_rules
-from flow.dialect.attrs import Sbp
-from flow.dialect.distributed import local_shape
+from flow.dialect.semantics import Sbp
 from flow.distributed import env
 from flow.distributed.boxing import box, world_allgather
 from flow.distributed.placement import (
@@ -93,6 +90,11 @@ def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
     if any(a._trace is not None for a in args):
         raise op_error(prim.name, "global tensors inside flow.jit go through the compiled path",
                        cls=NotImplementedError)  # fmt: skip
+    from xdsl.ir import Block
+
+    from flow.dialect import sbp as sbp_rules
+    from flow.dialect.distributed import local_shape
+
     ir_params = prim.to_ir(params)
     in_types = [a._ir_type() for a in args]
     try:

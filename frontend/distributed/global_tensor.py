@@ -21,8 +21,7 @@ import numpy as np
 from flow.core.autograd import record
 from flow.core.errors import user_location
 from flow.core.tensor import Tensor
-from flow.dialect.attrs import DistAttr, Sbp, SbpAttr
-from flow.dialect.distributed import RedistributeOp, local_shape, mesh_coord
+from flow.dialect.semantics import Sbp
 from flow.distributed import env
 from flow.distributed.boxing import box, change_placement, slice_to, world_allgather, world_bcast
 from flow.distributed.placement import (
@@ -176,6 +175,9 @@ def _traced_to_global(
             f"only (asked for sbp {fmt_sbp(nd)}); convert it before the compiled function, or "
             "make it broadcast first and then change its sbp"
         )
+    from flow.dialect.attrs import DistAttr, SbpAttr
+    from flow.dialect.distributed import RedistributeOp
+
     trace.placements[pl] = None
     op = RedistributeOp(
         operands=[t._value],
@@ -190,6 +192,8 @@ def _traced_to_global(
 
 def _global_shape_of_shards(data: np.ndarray, pl: placement, nd: NdSbp) -> tuple[int, ...]:
     """The global shape of shards given by each rank (checked to be a balanced split)."""
+    from flow.dialect.distributed import local_shape, mesh_coord
+
     shapes = dict(enumerate(world_allgather(data.shape, "all_gather (shard shapes)")))
     members = pl.attr.rank_list
     first = shapes[members[0]]

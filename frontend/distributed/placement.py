@@ -14,15 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from xdsl.utils.exceptions import VerifyException
 
 from flow.core.tensor import Size, Tensor
-from flow.dialect.attrs import PlacementAttr, Sbp
-from flow.dialect.distributed import mesh_coord
+from flow.dialect.semantics import Sbp
 from flow.distributed import env
+
+if TYPE_CHECKING:  # the dialect (and xDSL) loads with the first placement
+    from flow.dialect.attrs import PlacementAttr
 
 __all__ = [
     "GlobalInfo",
@@ -69,6 +70,10 @@ class placement:  # noqa: N801  (OneFlow's name)
             raise ValueError(
                 f"flow.placement: type must be one of {', '.join(_DEVICE_TYPES)}, got {type!r}"
             )
+        from xdsl.utils.exceptions import VerifyException
+
+        from flow.dialect.attrs import PlacementAttr
+
         try:
             attr = PlacementAttr.get(type, _as_int_lists(ranks))
         except (ValueError, VerifyException) as err:
@@ -251,6 +256,8 @@ def member(pl: placement) -> bool:
 
 def coord(pl: placement) -> tuple[int, ...]:
     """This rank's coordinate in `pl`'s mesh (a member only)."""
+    from flow.dialect.distributed import mesh_coord
+
     return mesh_coord(pl.attr, env.get_rank())
 
 

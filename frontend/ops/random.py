@@ -24,7 +24,7 @@ from flow.core import dtypes as _dtypes
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
-from flow.dialect.random import splitmix64
+from flow.dialect.semantics import splitmix64
 from flow.ops.basic import (
     abs,
     full,

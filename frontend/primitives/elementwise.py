@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from flow import dialect as fd
 from flow.core import dtypes as _dtypes
 from flow.primitives.registry import PRIMITIVES, bind, primitive
 
@@ -95,38 +94,38 @@ _LN2, _LN10, _TWO_OVER_SQRT_PI = 0.6931471805599453, 2.302585092994046, 1.128379
 
 # --------------------------------------------------------------------------- unary
 
-neg = _unary("neg", fd.NegOp, np.negative, lambda ct, x, out: (_neg(ct),))
-abs_ = _unary("abs", fd.AbsOp, np.abs, _d(_sign))
-exp = _unary("exp", fd.ExpOp, np.exp, _d(lambda x, out: out))
-log = _unary("log", fd.LogOp, np.log, lambda ct, x, out: (_div(ct, x),))
-sqrt = _unary("sqrt", fd.SqrtOp, np.sqrt,
+neg = _unary("neg", "NegOp", np.negative, lambda ct, x, out: (_neg(ct),))
+abs_ = _unary("abs", "AbsOp", np.abs, _d(_sign))
+exp = _unary("exp", "ExpOp", np.exp, _d(lambda x, out: out))
+log = _unary("log", "LogOp", np.log, lambda ct, x, out: (_div(ct, x),))
+sqrt = _unary("sqrt", "SqrtOp", np.sqrt,
               lambda ct, x, out: (_div(_mul(ct, _like(x, 0.5)), out),))  # fmt: skip
-rsqrt = _unary("rsqrt", fd.RsqrtOp, lambda x: (1 / np.sqrt(x)).astype(x.dtype),
+rsqrt = _unary("rsqrt", "RsqrtOp", lambda x: (1 / np.sqrt(x)).astype(x.dtype),
                lambda ct, x, out: (_mul(ct, _div(_mul(out, _like(x, -0.5)), x)),))  # fmt: skip
-tanh = _unary("tanh", fd.TanhOp, np.tanh, _d(lambda x, out: bind(sub, _like(x, 1), _mul(out, out))))
-sin = _unary("sin", fd.SinOp, np.sin, _d(lambda x, out: bind(cos, x)))
-cos = _unary("cos", fd.CosOp, np.cos, _d(lambda x, out: _neg(bind(sin, x))))
-tan = _unary("tan", fd.TanOp, np.tan, _d(lambda x, out: bind(add, _like(x, 1), _mul(out, out))))
-asin = _unary("asin", fd.AsinOp, np.arcsin,
+tanh = _unary("tanh", "TanhOp", np.tanh, _d(lambda x, out: bind(sub, _like(x, 1), _mul(out, out))))
+sin = _unary("sin", "SinOp", np.sin, _d(lambda x, out: bind(cos, x)))
+cos = _unary("cos", "CosOp", np.cos, _d(lambda x, out: _neg(bind(sin, x))))
+tan = _unary("tan", "TanOp", np.tan, _d(lambda x, out: bind(add, _like(x, 1), _mul(out, out))))
+asin = _unary("asin", "AsinOp", np.arcsin,
               lambda ct, x, out: (_div(ct, bind(sqrt, _one_minus_sq(x))),))  # fmt: skip
-acos = _unary("acos", fd.AcosOp, np.arccos,
+acos = _unary("acos", "AcosOp", np.arccos,
               lambda ct, x, out: (_neg(_div(ct, bind(sqrt, _one_minus_sq(x)))),))  # fmt: skip
-atan = _unary("atan", fd.AtanOp, np.arctan,
+atan = _unary("atan", "AtanOp", np.arctan,
               lambda ct, x, out: (_div(ct, bind(add, _like(x, 1), _mul(x, x))),))  # fmt: skip
-sinh = _unary("sinh", fd.SinhOp, np.sinh, _d(lambda x, out: bind(cosh, x)))
-cosh = _unary("cosh", fd.CoshOp, np.cosh, _d(lambda x, out: bind(sinh, x)))
-floor = _unary("floor", fd.FloorOp, np.floor, _zero)
-ceil = _unary("ceil", fd.CeilOp, np.ceil, _zero)
-round_ = _unary("round", fd.RoundOp, np.round, _zero)
-trunc = _unary("trunc", fd.TruncOp, np.trunc, _zero)
-erf = _unary("erf", fd.ErfOp, _erf,
+sinh = _unary("sinh", "SinhOp", np.sinh, _d(lambda x, out: bind(cosh, x)))
+cosh = _unary("cosh", "CoshOp", np.cosh, _d(lambda x, out: bind(sinh, x)))
+floor = _unary("floor", "FloorOp", np.floor, _zero)
+ceil = _unary("ceil", "CeilOp", np.ceil, _zero)
+round_ = _unary("round", "RoundOp", np.round, _zero)
+trunc = _unary("trunc", "TruncOp", np.trunc, _zero)
+erf = _unary("erf", "ErfOp", _erf,
              _d(lambda x, out: _mul(_like(x, _TWO_OVER_SQRT_PI), bind(exp, _neg(_mul(x, x))))))  # fmt: skip
-log1p = _unary("log1p", fd.Log1pOp, np.log1p,
+log1p = _unary("log1p", "Log1pOp", np.log1p,
                lambda ct, x, out: (_div(ct, bind(add, x, _like(x, 1))),))  # fmt: skip
-expm1 = _unary("expm1", fd.Expm1Op, np.expm1, _d(lambda x, out: bind(add, out, _like(x, 1))))
-log2 = _unary("log2", fd.Log2Op, np.log2,
+expm1 = _unary("expm1", "Expm1Op", np.expm1, _d(lambda x, out: bind(add, out, _like(x, 1))))
+log2 = _unary("log2", "Log2Op", np.log2,
               lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN2))),))  # fmt: skip
-log10 = _unary("log10", fd.Log10Op, np.log10,
+log10 = _unary("log10", "Log10Op", np.log10,
                lambda ct, x, out: (_div(ct, _mul(x, _like(x, _LN10))),))  # fmt: skip
 
 # --------------------------------------------------------------------------- binary
@@ -158,20 +157,20 @@ def _atan2_vjp(ct, y, x, out):
     )
 
 
-add = _binary("add", fd.AddOp, np.add, lambda ct, a, b, out: (ct, ct))
-sub = _binary("sub", fd.SubOp, np.subtract, lambda ct, a, b, out: (ct, _neg(ct)))
-mul = _binary("mul", fd.MulOp, np.multiply, lambda ct, a, b, out: (_mul(ct, b), _mul(ct, a)))
-div = _binary("div", fd.DivOp, _trunc_div,
+add = _binary("add", "AddOp", np.add, lambda ct, a, b, out: (ct, ct))
+sub = _binary("sub", "SubOp", np.subtract, lambda ct, a, b, out: (ct, _neg(ct)))
+mul = _binary("mul", "MulOp", np.multiply, lambda ct, a, b, out: (_mul(ct, b), _mul(ct, a)))
+div = _binary("div", "DivOp", _trunc_div,
               lambda ct, a, b, out: (_div(ct, b), _neg(_div(_mul(ct, out), b))))  # fmt: skip
-maximum = _binary("maximum", fd.MaximumOp, np.maximum, _extreme_vjp("gt"))
-minimum = _binary("minimum", fd.MinimumOp, np.minimum, _extreme_vjp("lt"))
-pow_ = _binary("pow", fd.PowOp, np.power, _pow_vjp)
-rem = _binary("rem", fd.RemOp, np.fmod,
+maximum = _binary("maximum", "MaximumOp", np.maximum, _extreme_vjp("gt"))
+minimum = _binary("minimum", "MinimumOp", np.minimum, _extreme_vjp("lt"))
+pow_ = _binary("pow", "PowOp", np.power, _pow_vjp)
+rem = _binary("rem", "RemOp", np.fmod,
               lambda ct, a, b, out: (ct, _neg(_mul(ct, bind(trunc, _div(a, b))))))  # fmt: skip
-atan2 = _binary("atan2", fd.Atan2Op, np.arctan2, _atan2_vjp)
-and_ = _binary("and", fd.AndOp, np.bitwise_and)  # bitwise: no VJP
-or_ = _binary("or", fd.OrOp, np.bitwise_or)
-xor = _binary("xor", fd.XorOp, np.bitwise_xor)
+atan2 = _binary("atan2", "Atan2Op", np.arctan2, _atan2_vjp)
+and_ = _binary("and", "AndOp", np.bitwise_and)  # bitwise: no VJP
+or_ = _binary("or", "OrOp", np.bitwise_or)
+xor = _binary("xor", "XorOp", np.bitwise_xor)
 
 # --------------------------------------------------------------------------- compare, select, cast
 
@@ -179,12 +178,12 @@ _COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equ
             "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
 
 
-@primitive("compare", fd.CompareOp)
+@primitive("compare", "CompareOp")
 def compare(a, b, *, direction):
     return _COMPARE[direction](a, b)
 
 
-@primitive("select", fd.SelectOp)
+@primitive("select", "SelectOp")
 def select(pred, a, b):
     return np.where(pred, a, b)
 
@@ -192,7 +191,7 @@ def select(pred, a, b):
 select.vjp = lambda ct, p, a, b, out: (None, _sel(p, ct, _like(ct, 0)), _sel(p, _like(ct, 0), ct))
 
 
-@primitive("cast", fd.CastOp, to_ir=lambda p: {"element_type": p["dtype"].ir_type})
+@primitive("cast", "CastOp", to_ir=lambda p: {"element_type": p["dtype"].ir_type})
 def cast(x, *, dtype):
     if dtype is _dtypes.bool_:
         return x != 0

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from flow import dialect as fd
 from flow.core import dtypes as _dtypes
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
@@ -85,7 +84,7 @@ def _pad_dim(g: Tensor, d: int, low: int, high: int) -> Tensor:
 # --------------------------------------------------------------------------- slice
 
 
-@primitive("slice", fd.SliceOp)
+@primitive("slice", "SliceOp")
 def slice_(x, *, start, strides, sizes):
     index = []
     for s, st, k in zip(start, strides, sizes):
@@ -120,7 +119,7 @@ slice_.vjp = _slice_vjp
 
 @primitive(
     "pad",
-    fd.PadOp,
+    "PadOp",
     to_ir=lambda p: {
         "low": p["low"],
         "high": p["high"],
@@ -144,7 +143,7 @@ pad.vjp = _pad_vjp
 # --------------------------------------------------------------------------- concat
 
 
-@primitive("concat", fd.ConcatOp)
+@primitive("concat", "ConcatOp")
 def concat(*xs, dim):
     return np.concatenate(xs, axis=dim)
 
@@ -162,7 +161,7 @@ concat.vjp = _concat_vjp
 # --------------------------------------------------------------------------- gather
 
 
-@primitive("gather", fd.GatherOp)
+@primitive("gather", "GatherOp")
 def gather(x, index, *, dim):
     """`torch.gather`; an index outside `[0, size)` raises (compiled code checks it after the
     call, see ops/index_checks.py: the gather itself clamps)."""

@@ -12,12 +12,7 @@ import math
 import numpy as np
 
 from flow.core import dtypes as _dtypes
-from flow.dialect.random import (
-    SPLITMIX64_FINAL_SHIFT,
-    SPLITMIX64_GAMMA,
-    SPLITMIX64_ROUNDS,
-    RandomBitsOp,
-)
+from flow.dialect.semantics import SPLITMIX64_FINAL_SHIFT, SPLITMIX64_GAMMA, SPLITMIX64_ROUNDS
 from flow.primitives.registry import primitive
 
 MASK64 = (1 << 64) - 1
@@ -37,7 +32,7 @@ def splitmix64_array(key: int, n: int) -> np.ndarray:
 
 @primitive(
     "random_bits",
-    RandomBitsOp,
+    "RandomBitsOp",
     to_ir=lambda p: {"shape": tuple(p["shape"]), "element_type": p["dtype"].ir_type},
 )
 def random_bits(key, *, shape, dtype):

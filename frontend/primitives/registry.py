@@ -11,13 +11,17 @@ written in frontend ops, next to each kernel.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flow import dialect as fd
 from flow.core.trace import Trace, current_trace
+
+if TYPE_CHECKING:
+    from flow import dialect as fd
 
 __all__ = ["PRIMITIVES", "Primitive", "bind", "mode_names", "primitive", "register_mode",
            "remove_mode"]
@@ -25,13 +29,22 @@ __all__ = ["PRIMITIVES", "Primitive", "bind", "mode_names", "primitive", "regist
 
 @dataclass(eq=False)
 class Primitive:
-    """A primitive operation: name, dialect op, numpy kernel, IR parameter conversion, VJP."""
+    """A primitive operation: name, dialect op, numpy kernel, IR parameter conversion, VJP.
+
+    The dialect op is named (`op_name`, a class of `flow.dialect`) and looked up on first
+    use, so registering the primitives does not load xDSL (`import flow` stays fast)."""
 
     name: str
-    op: type[fd.FlowOp]
+    op_name: str
     impl: Callable[..., np.ndarray]
     to_ir: Callable[[dict], dict] = field(default=lambda params: params)
     vjp: Callable | None = None
+
+    @functools.cached_property
+    def op(self) -> type[fd.FlowOp]:
+        from flow import dialect
+
+        return getattr(dialect, self.op_name)
 
     def __repr__(self) -> str:
         return f"Primitive({self.name})"
@@ -40,8 +53,8 @@ class Primitive:
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def primitive(name: str, op: type[fd.FlowOp], to_ir: Callable[[dict], dict] | None = None):
-    """Register the decorated numpy kernel as primitive `name` emitting `op`."""
+def primitive(name: str, op: str, to_ir: Callable[[dict], dict] | None = None):
+    """Register the decorated numpy kernel as primitive `name` emitting `flow.dialect.<op>`."""
 
     def register(impl: Callable[..., np.ndarray]) -> Primitive:
         prim = Primitive(name, op, impl, to_ir or (lambda params: params))

@@ -8,15 +8,13 @@ they take no tensor).
 from __future__ import annotations
 
 import numpy as np
-from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, FloatAttr, IntegerAttr, TensorType
 
-from flow import dialect as fd
 from flow.core import dtypes as _dtypes
 from flow.primitives.elementwise import _cmp, _div, _like, _mul, _sel, and_
 from flow.primitives.registry import bind, primitive
 
 
-@primitive("matmul", fd.MatmulOp)
+@primitive("matmul", "MatmulOp")
 def matmul(a, b):
     return np.matmul(a, b)
 
@@ -36,7 +34,7 @@ matmul.vjp = lambda ct, a, b, out: (
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
 
 
-@primitive("reduce", fd.ReduceOp)
+@primitive("reduce", "ReduceOp")
 def reduce(x, *, kind, dims):
     if not dims:
         return x
@@ -75,7 +73,7 @@ def _reduce_vjp(ct, x, out, *, kind, dims):
 reduce.vjp = _reduce_vjp
 
 
-@primitive("reshape", fd.ReshapeOp)
+@primitive("reshape", "ReshapeOp")
 def reshape(x, *, shape):
     return x.reshape(shape)
 
@@ -83,7 +81,7 @@ def reshape(x, *, shape):
 reshape.vjp = lambda ct, x, out, shape: (bind(reshape, ct, shape=tuple(x.shape)),)
 
 
-@primitive("transpose", fd.TransposeOp)
+@primitive("transpose", "TransposeOp")
 def transpose(x, *, permutation):
     return np.transpose(x, permutation)
 
@@ -98,7 +96,7 @@ def _transpose_vjp(ct, x, out, *, permutation):
 transpose.vjp = _transpose_vjp
 
 
-@primitive("broadcast_in_dim", fd.BroadcastInDimOp)
+@primitive("broadcast_in_dim", "BroadcastInDimOp")
 def broadcast_in_dim(x, *, dims, shape):
     expanded = [1] * len(shape)
     for i, d in enumerate(dims):
@@ -121,7 +119,7 @@ broadcast_in_dim.vjp = _broadcast_vjp
 
 @primitive(
     "iota",
-    fd.IotaOp,
+    "IotaOp",
     to_ir=lambda p: {
         "dim": p["dim"],
         "shape": tuple(p["shape"]),
@@ -137,6 +135,8 @@ def iota(*, dim, shape, dtype):
 
 def scalar_attr(value, dtype: _dtypes.dtype):
     """`value` as a typed attribute of `dtype` (how flow.full and flow.pad carry scalars)."""
+    from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+
     if dtype.is_floating_point:
         return FloatAttr(float(value), dtype.ir_type)
     return IntegerAttr(int(bool(value)) if dtype is _dtypes.bool_ else int(value), dtype.ir_type)
@@ -146,12 +146,14 @@ def _full_to_ir(p: dict) -> dict:
     return {"value": scalar_attr(p["value"], p["dtype"]), "shape": tuple(p["shape"])}
 
 
-@primitive("full", fd.FullOp, to_ir=_full_to_ir)
+@primitive("full", "FullOp", to_ir=_full_to_ir)
 def full(*, value, shape, dtype):
     return np.full(shape, value, dtype=dtype.np_dtype)
 
 
 def _constant_to_ir(p: dict) -> dict:
+    from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType
+
     arr: np.ndarray = p["array"]
     dt = _dtypes.as_dtype(arr.dtype)
     ty = TensorType(dt.ir_type, arr.shape)
@@ -161,7 +163,7 @@ def _constant_to_ir(p: dict) -> dict:
     return {"value": DenseIntOrFPElementsAttr.from_list(ty, values)}
 
 
-@primitive("constant", fd.ConstantOp, to_ir=_constant_to_ir)
+@primitive("constant", "ConstantOp", to_ir=_constant_to_ir)
 def constant(*, array):
     return array
 

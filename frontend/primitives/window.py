@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from flow import dialect as fd
 from flow.core.tensor import Tensor
-from flow.dialect.window import window_output_size
+from flow.dialect.semantics import window_output_size
 from flow.primitives.elementwise import add, and_, compare, mul, or_, select
 from flow.primitives.movement import pad, slice_dims
 from flow.primitives.registry import bind, primitive
@@ -121,7 +120,7 @@ def _window_slices(offsets, strides, dilations, out_shape) -> tuple[slice, ...]:
     )
 
 
-@primitive("conv", fd.ConvOp)
+@primitive("conv", "ConvOp")
 def conv(x, w, *, strides, dilations, padding, groups):
     """Grouped N-d cross-correlation: per kernel tap, a strided slice contracted over channels."""
     n = x.ndim - 2
@@ -214,7 +213,7 @@ def _identity(kind: str, dt: np.dtype):
     return info.min if kind == "max" else info.max
 
 
-@primitive("reduce_window", fd.ReduceWindowOp)
+@primitive("reduce_window", "ReduceWindowOp")
 def reduce_window(x, *, kind, window, strides, dilations, padding):
     """Per window position, a strided slice of the identity-padded operand folded into the
     result (16-bit float sums and products accumulate in float32)."""
