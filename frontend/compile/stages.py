@@ -231,7 +231,7 @@ class Program:
 
             n_checked = len(outputs) - 2 * len(low.checks)
             values = outputs[n_checked:]
-            if self.groups is not None:  # the global values, on every rank (see _check_values)
+            if low.is_global:  # the global values, on every rank (see _check_values)
                 values = _check_values(values, low.out_dists[n_checked:],
                                        self._out_shapes()[n_checked:])  # fmt: skip
             err = first_error(low.checks, values)
