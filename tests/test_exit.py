@@ -138,7 +138,9 @@ PROGRAM = flow.jit(lambda x, w: flow.matmul(flow.tanh(x), w).sum())  # a global 
 OUT = PROGRAM(glob(X, sbp.split(0)), glob(W, sbp.broadcast))
 LOCAL = flow.jit(lambda a: a * 3.0)(flow.tensor(X))
 ok = abs(float(OUT.numpy()) - float((np.tanh(X) @ W).sum())) < 1e-3
-sys.stdout.write(f"rank {RANK}: {ok and np.allclose(LOCAL.numpy(), X * 3)}\\n")
+(TIERED,) = PROGRAM._cache.values()
+sys.stdout.write(f"rank {RANK}: {ok and np.allclose(LOCAL.numpy(), X * 3)} "
+                 f"{getattr(TIERED, 'tier', 'compiled')}\\n")
 """
 
 
@@ -201,7 +203,10 @@ def test_vulkan_script_exits_cleanly(tmp_path: Path) -> None:
     ], run.stdout
 
 
-def test_two_ranks_exit_cleanly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("tiered", [False, True], ids=["sync", "tiered"])
+def test_two_ranks_exit_cleanly(tmp_path: Path, tiered: bool) -> None:
+    """Tiered, the global program runs interpreted and each rank exits while its background
+    compile may still run (compile/tiers.py)."""
     from flow.distributed.launch import LauncherNotFoundError, find_mpiexec
 
     try:
@@ -210,11 +215,14 @@ def test_two_ranks_exit_cleanly(tmp_path: Path) -> None:
         pytest.skip(f"no MPI launcher: {err}")
     if importlib.util.find_spec("mpi4py") is None:
         pytest.skip("mpi4py is not installed")
-    run = _run(tmp_path, "ranks_exit", _RANKS, sys.executable, "-m", "flow.tools.run", "-n", "2")
+    env = _tiered_env(tmp_path) if tiered else None
+    run = _run(tmp_path, "ranks_exit", _RANKS, sys.executable, "-m", "flow.tools.run", "-n", "2",
+               env=env)  # fmt: skip
     _check_clean(run)
     # (the launcher forwards each rank's output in chunks: lines may run together)
-    found = sorted(re.findall(r"rank (\d): (True|False)", run.stdout))
-    assert found == [("0", "True"), ("1", "True")], run.stdout
+    found = sorted(re.findall(r"rank (\d): (True|False) (\w+)", run.stdout))
+    tier = "interpreted" if tiered else "compiled"
+    assert found == [("0", "True", tier), ("1", "True", tier)], run.stdout
 
 
 # A training step on the tiers (compile/tiers.py), against the same steps run eagerly: it runs

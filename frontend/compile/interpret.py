@@ -6,9 +6,18 @@ parameters), so the program runs as a list of kernel calls over numbered slots: 
 numpy kernels and result casts as eager mode, hence eager numerics, without the per-op
 work of eager tensors (type inference, autograd records, device bookkeeping). A slot is
 dropped after its last use, so an interpreted step holds no more intermediates than eager
-mode would. An op no primitive emitted (e.g. a global program's `flow.redistribute`) makes
-the program uninterpretable: `Interpreter` raises `NotInterpretable` and the program is
-compiled before it runs.
+mode would.
+
+A global program runs on global values: each call gathers every global input's value from
+the shards (the eager global-tensor code: `global_numpy`, collective over the world), runs
+the ops on those values, where the ops that change a value's distribution only
+(`flow.redistribute`, `flow.boxing`, `flow.to_global`) are identities, and gives each global
+result as this rank's shard of its distribution (`slice_to`: a partial sum's value on the
+first rank of its axis, zeros elsewhere; an empty shard outside its placement), which is
+what the compiled per-rank program returns (`Program.call_flat`, after `absent_results`), up
+to how a partial sum is split between ranks. Any other op no primitive emitted (a
+`flow.to_local`, an explicit collective) makes the program uninterpretable: `Interpreter`
+raises `NotInterpretable` and the program is compiled before it runs.
 """
 
 from __future__ import annotations
@@ -18,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flow.core import dtypes as _dtypes
+from flow.dialect import distributed as _dd
 
 from .stages import Lowered
 
@@ -28,11 +38,16 @@ class NotInterpretable(Exception):
     """The program has an op that no primitive emitted (it names the op)."""
 
 
+# Ops that change a value's distribution only: on global values, the identity.
+_SAME_GLOBAL_VALUE = (_dd.RedistributeOp, _dd.BoxingOp, _dd.ToGlobalOp)
+
+
 class Interpreter:
     """`Interpreter(lowered)(*inputs)` → the program's results, as numpy arrays.
 
     Its inputs are those of the compiled function: the call's arrays, the captured tensors'
-    values and the random keys, in the program's argument order."""
+    values and the random keys, in the program's argument order; of a global program, this
+    rank's shards, and its results are this rank's shards (see the module docstring)."""
 
     def __init__(self, lowered: Lowered):
         f = lowered.module.body.block.first_op
@@ -46,6 +61,9 @@ class Interpreter:
             if op.name == "func.return":
                 results = tuple(slots[v] for v in op.operands)
                 break
+            if isinstance(op, _SAME_GLOBAL_VALUE):
+                slots[op.results[0]] = slots[op.operands[0]]
+                continue
             eqn = lowered.eqns.get(op)
             if eqn is None or len(op.results) != 1:
                 raise NotInterpretable(f"{lowered.name}: op {op.name} was not emitted by a "
@@ -67,10 +85,31 @@ class Interpreter:
         self._steps = steps
         self._results = results
         self._n_slots = len(slots)
+        self._global = None
+        if lowered.is_global:  # per input and per result: (GlobalInfo or None, global shape)
+            ins = [(lowered.arg_dists.get(i), tuple(a.type.get_shape()))
+                   for i, a in enumerate(block.args)]  # fmt: skip
+            types = f.function_type.outputs.data
+            outs = [(info, tuple(ty.get_shape())) for info, ty in zip(lowered.out_dists, types)]
+            self._global = (ins, outs)
 
     def __call__(self, *inputs) -> list[np.ndarray]:
         if len(inputs) != self.n_inputs:
             raise TypeError(f"interpreted program takes {self.n_inputs} inputs, got {len(inputs)}")
+        if self._global is None:
+            return self._run(inputs)
+        from flow.distributed.boxing import slice_to
+        from flow.distributed.global_tensor import global_numpy
+        from flow.distributed.placement import make_global
+
+        ins, outs = self._global
+        values = [x if info is None else global_numpy(make_global(x, shape, info))
+                  for x, (info, shape) in zip(inputs, ins)]  # fmt: skip
+        return [v if info is None else np.asarray(slice_to(v, info.placement, info.sbp), order="C")
+                for v, (info, _) in zip(self._run(values), outs)]  # fmt: skip
+
+    def _run(self, inputs) -> list[np.ndarray]:
+        """The program's results for its input values (global values of a global program)."""
         env: list = [*inputs, *([None] * (self._n_slots - self.n_inputs))]
         with np.errstate(all="ignore"):  # IEEE results without warnings, as in eager mode
             for (impl, params, ins, out, dtype), free in zip(self._steps, self._free):

@@ -14,7 +14,9 @@ with a `#flow.dist` encoding (placement and SBP are part of the signature);
 `flow-infer-sbp` then gives every value its distribution, the function's
 results take the distribution inference chose, and each rank compiles and runs
 its own partition of the program on its shards (compile/per_rank.py),
-getting global tensors back.
+getting global tensors back; until those compiles are done the program runs
+interpreted on global values, and every rank switches at the same call
+(compile/tiers.py).
 """
 
 from __future__ import annotations

@@ -46,15 +46,18 @@ def compile_for_rank(
     *,
     infer_sbp: bool = True,
     collectives: str | None = None,
+    in_child: bool = False,
 ) -> tuple[bytes, list[Group]]:
     """Rank `rank`'s compiled program of the global program `module` (left unchanged), and the
-    groups its collectives use, in registration order (group id = index + 1)."""
+    groups its collectives use, in registration order (group id = index + 1). `in_child`
+    runs IREE as a child process (`compile_mlir`); nothing here communicates with the other
+    ranks."""
     from flow.targets import compile_mlir
 
     text, groups = lower_for_rank(
         module, rank, target, infer_sbp=infer_sbp, collectives=collectives
     )
-    return compile_mlir(text, target), groups
+    return compile_mlir(text, target, in_child=in_child), groups
 
 
 def lower_for_rank(

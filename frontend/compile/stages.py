@@ -73,18 +73,7 @@ class Lowered:
         with no usable device here fails first, before any compile work."""
         tgt = self.execution_target(target)
         if self.is_global:
-            from flow.distributed import env
-
-            from .per_rank import compile_for_rank
-
-            # SBP inference already ran at trace time (it fixed the result distributions).
-            # comm collectives on every target: flow's runtime runs them over MPI (a device's
-            # buffers staged through host memory); it sets up no NCCL / RCCL channels
-            with progress.status(f"compiling {self.name} for {tgt.name}, rank {env.get_rank()}"):
-                vmfb, groups = compile_for_rank(
-                    self.module, env.get_rank(), tgt, infer_sbp=False, collectives="comm"
-                )
-            return Compiled(self, tgt.name, vmfb, groups)
+            return Compiled(self, tgt.name, *self.build_for_rank(tgt))
         vmfb = self.cached_vmfb(tgt)
         return Compiled(self, tgt.name, vmfb if vmfb is not None else self.build_vmfb(tgt))
 
@@ -122,6 +111,23 @@ class Lowered:
         if key is not None:
             cache.store(key, vmfb)
         return vmfb
+
+    def build_for_rank(self, tgt, *, in_child: bool = False) -> tuple[bytes, list]:
+        """This rank's compiled program of this global program for `tgt`, and the groups of
+        its collectives (compile/per_rank.py; `in_child` as in `build_vmfb`). No MPI
+        communication: safe in a background thread while the ranks run other collectives."""
+        from flow.distributed import env
+
+        from .per_rank import compile_for_rank
+
+        rank = env.get_rank()
+        shown = progress.status(f"compiling {self.name} for {tgt.name}, rank {rank}")
+        with contextlib.nullcontext() if in_child else shown:
+            # SBP inference already ran at trace time (it fixed the result distributions).
+            # comm collectives on every target: flow's runtime runs them over MPI (a device's
+            # buffers staged through host memory); it sets up no NCCL / RCCL channels
+            return compile_for_rank(self.module, rank, tgt, infer_sbp=False, collectives="comm",
+                                    in_child=in_child)  # fmt: skip
 
     def _front_key(self, tgt) -> str | None:
         if tgt.name not in self._front_keys:
@@ -225,7 +231,7 @@ class Program:
 
             n_checked = len(outputs) - 2 * len(low.checks)
             values = outputs[n_checked:]
-            if self.groups is not None:  # the global values, on every rank (see _check_values)
+            if low.is_global:  # the global values, on every rank (see _check_values)
                 values = _check_values(values, low.out_dists[n_checked:],
                                        self._out_shapes()[n_checked:])  # fmt: skip
             err = first_error(low.checks, values)

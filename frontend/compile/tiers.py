@@ -13,8 +13,19 @@ state and random-key counters live in the caller's tensors, which both tiers rea
 the same way (`Program.call_flat`), so they carry over exactly. A failed background compile
 raises its `CompileError` at the next call, and forgets the program, so the call after it
 starts over. `sync` (the `sync_compile` option of `flow.jit` / `nn.Graph`, else
-`FLOW_SYNC_COMPILE=1`) compiles before the first call instead, as does a global program
-(its ranks must agree on when to switch) and one with an op no primitive emitted.
+`FLOW_SYNC_COMPILE=1`) compiles before the first call instead, as does a program with an op
+the interpreter cannot run.
+
+A global program tiers per rank: each rank interprets it on global values (gathered from
+the shards at each call, so every interpreted call communicates) while its background thread
+compiles the rank's partition (`Lowered.build_for_rank`, which communicates with no rank;
+a global program is never loaded from the cache before it is lowered, so even a cached one
+runs interpreted until its background lowering finds it). Every interpreted call begins
+with one agreement over the world (`world_allgather` of each rank's compile state), so all
+ranks switch to their compiled programs at the same call, and when any rank's compile
+failed every rank raises (the failed one its `CompileError`) and forgets the program: no
+rank is left waiting in a collective the others never enter. Hence `sync`, and the code
+that calls a program, must be the same on every rank, as for any global program.
 """
 
 from __future__ import annotations
@@ -47,16 +58,16 @@ def program(lowered: Lowered, target: str, *, sync: bool, once: bool = False,
     `once`: the program runs a single time (a first step that creates optimizer state), so
     without `sync` it is interpreted and never compiled. `forget` drops the program from
     its cache when its background compile fails."""
-    if sync or lowered.is_global:
+    if sync:
         return lowered.compile(target)
     tgt = lowered.execution_target(target)
-    vmfb = lowered.cached_vmfb(tgt)
+    vmfb = None if lowered.is_global else lowered.cached_vmfb(tgt)
     if vmfb is not None:
         return Compiled(lowered, tgt.name, vmfb)
     try:
         interpreter = Interpreter(lowered)
     except NotInterpretable:
-        return Compiled(lowered, tgt.name, lowered.build_vmfb(tgt))
+        return lowered.compile(target)
     if once:
         return Interpreted(lowered, tgt.name, interpreter)
     return Tiered(lowered, tgt, interpreter, forget)
@@ -76,7 +87,9 @@ class Tiered(Interpreted):
     """Interpreted until its background compile is done, compiled from the next call on.
 
     `tier` says which runs now ("interpreted" or "compiled"), `interpreted_calls` how many
-    calls the interpreter ran; `wait()` blocks until the compiled program runs."""
+    calls the interpreter ran; `wait()` blocks until the compiled program runs. Of a global
+    program, every rank switches at the same call (the module docstring), and `wait()` is
+    collective: every rank calls it."""
 
     def __init__(self, lowered: Lowered, target, interpreter: Interpreter,
                  forget: Callable[[], None] | None):  # fmt: skip
@@ -84,14 +97,18 @@ class Tiered(Interpreted):
         self.interpreted_calls = 0
         self.compiled: Compiled | None = None
         self._forget = forget
-        self._job = _submit(lambda: lowered.build_vmfb(target, in_child=True))
+        self._failed_ranks: list[int] = []  # of a global program: ranks whose compile failed
+        if lowered.is_global:
+            self._job = _submit(lambda: lowered.build_for_rank(target, in_child=True))
+        else:
+            self._job = _submit(lambda: (lowered.build_vmfb(target, in_child=True), None))
 
     @property
     def tier(self) -> str:
         return "interpreted" if self.compiled is None else "compiled"
 
     def call_flat(self, leaves: list):
-        if self.compiled is None and self._job.done.is_set():
+        if self.compiled is None and self._ready():
             self._switch()
         if self.compiled is None:
             self.interpreted_calls += 1
@@ -101,28 +118,50 @@ class Tiered(Interpreted):
         """Block until the background compile is done and switch to it (raises its error)."""
         if self.compiled is None:
             self._job.done.wait()
+            self._ready()
             self._switch()
         return self.compiled
 
+    def _ready(self) -> bool:
+        """Whether to switch now: this rank's compile is done; of a global program, every
+        rank's is, or some rank's failed (one agreement over the world, on every rank)."""
+        if not self.lowered.is_global:
+            return self._job.done.is_set()
+        from flow.distributed.boxing import world_allgather
+
+        job = self._job
+        state = "failed" if job.error is not None else "done" if job.done.is_set() else "busy"
+        states = world_allgather(state, "all_gather (background compile states)")
+        self._failed_ranks = [r for r, s in enumerate(states) if s == "failed"]
+        return bool(self._failed_ranks) or all(s == "done" for s in states)
+
     def _switch(self) -> None:
-        if self._job.error is not None:
+        err = self._job.error
+        failed = self._failed_ranks
+        if err is None and failed:  # another rank's compile failed: every rank raises
+            ranks = ", ".join(map(str, failed))
+            err = RuntimeError(f"the background compile of {self.lowered.name} failed on rank"
+                               f"{'s' if len(failed) > 1 else ''} {ranks} (its error is raised "
+                               "there); every rank drops the program")  # fmt: skip
+        if err is not None:
             if self._forget is not None:
                 self._forget()
-            err = self._job.error
             if hasattr(err, "add_note"):
                 err.add_note(f"(from the background compile of {self.lowered.name}, which ran "
                              f"interpreted for {self.interpreted_calls} call(s) meanwhile)")  # fmt: skip
             raise err
-        self.compiled = Compiled(self.lowered, self.target, self._job.result)
+        vmfb, groups = self._job.result
+        self.compiled = Compiled(self.lowered, self.target, vmfb, groups)
         self.vmfb = self.compiled.vmfb
+        self.groups = groups
         self._fn = self.compiled.entry
 
 
 class _Job:
-    def __init__(self, work: Callable[[], bytes]):
+    def __init__(self, work: Callable[[], tuple[bytes, list | None]]):
         self.work = work
         self.done = threading.Event()
-        self.result: bytes | None = None
+        self.result: tuple[bytes, list | None] | None = None  # the module and its groups
         self.error: BaseException | None = None
 
 
@@ -131,7 +170,7 @@ _worker: threading.Thread | None = None
 _worker_lock = threading.Lock()
 
 
-def _submit(work: Callable[[], bytes]) -> _Job:
+def _submit(work: Callable[[], tuple[bytes, list | None]]) -> _Job:
     """Queue `work` for the one background compile thread (compiles run one at a time: on a
     machine of few cores, two would slow each other and the interpreted steps)."""
     global _worker

@@ -96,10 +96,12 @@ def _kill_session(pid: int) -> bool:
     return True
 
 
-def launch(nproc: int, script: str | Path, *args: str, timeout: float = 60.0) -> Run:
-    """``python -m flow.distributed.launch --nproc-per-node N script args``."""
+def launch(nproc: int, script: str | Path, *args: str, timeout: float = 60.0,
+           env: dict[str, str] | None = None) -> Run:  # fmt: skip
+    """``python -m flow.distributed.launch --nproc-per-node N script args`` (`env`: variables
+    set for the run, over this process's)."""
     cmd = [sys.executable, "-m", "flow.distributed.launch", "--nproc-per-node", str(nproc)]
-    return run_command([*cmd, str(script), *args], timeout=timeout)
+    return run_command([*cmd, str(script), *args], timeout=timeout, env=env)
 
 
 @pytest.fixture(scope="session")
