@@ -27,7 +27,6 @@ from collections.abc import Callable
 import numpy as np
 
 from flow.core import dtypes as _dtypes
-from flow.dialect import distributed as _dd
 
 from .stages import Lowered
 
@@ -39,7 +38,7 @@ class NotInterpretable(Exception):
 
 
 # Ops that change a value's distribution only: on global values, the identity.
-_SAME_GLOBAL_VALUE = (_dd.RedistributeOp, _dd.BoxingOp, _dd.ToGlobalOp)
+_SAME_GLOBAL_VALUE = ("flow.redistribute", "flow.boxing", "flow.to_global")
 
 
 class Interpreter:
@@ -61,7 +60,7 @@ class Interpreter:
             if op.name == "func.return":
                 results = tuple(slots[v] for v in op.operands)
                 break
-            if isinstance(op, _SAME_GLOBAL_VALUE):
+            if op.name in _SAME_GLOBAL_VALUE:
                 slots[op.results[0]] = slots[op.operands[0]]
                 continue
             eqn = lowered.eqns.get(op)
