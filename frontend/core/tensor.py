@@ -379,6 +379,17 @@ class Tensor:
         where = "" if dev is None else f", device='{dev}'"
         return f"tensor({body}, dtype={self._dtype!r}{where})"
 
+    def __format__(self, spec: str) -> str:
+        """`f"{loss:>7f}"`: a one-element tensor formats as the number it holds (`.item()`: of a
+        global tensor, its global value); an empty spec gives `str(tensor)`."""
+        if not spec:
+            return str(self)
+        if self.numel() != 1:
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ "
+                            f"for a tensor of shape {list(self._shape)}: only one-element "
+                            "tensors format like numbers")  # fmt: skip
+        return format(self.item(), spec)
+
     __hash__ = object.__hash__
 
 
