@@ -49,7 +49,7 @@ from flow.ops.methods import install_tensor_methods
 
 install_tensor_methods()
 
-from . import autograd, distributed, env, nn, optim, transforms, utils  # noqa: E402  (built on the ops)
+from . import autograd, cuda, distributed, env, nn, optim, transforms, utils  # noqa: E402  (built on the ops)
 
 bool = bool_  # noqa: A001  (flow.bool, like torch.bool)
 float = float32  # noqa: A001
@@ -63,7 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
     "lazy", "lazy_stats", "lazy_sync", "LazyStats",
-    "utils", "transforms", "optim", "env", "distributed",
+    "utils", "transforms", "optim", "env", "distributed", "cuda",
     "placement", "sbp", "device",
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",

@@ -53,6 +53,7 @@ class Lowered:
     out_dists: list = field(default_factory=list)  # per result: GlobalInfo, or None when local
     checks: list = field(default_factory=list)  # IndexCheck sites: two last results each
     eqns: dict = field(default_factory=dict)  # op -> (Primitive, params): see Trace.eqns
+    grad_reached: list = field(default_factory=list)  # see Trace.grad_reached
     _front_keys: dict = field(default_factory=dict, repr=False)  # target name -> front_key
 
     @property

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flow.core import device as _device
+from flow.core.autograd import check_reached
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 from flow.core.trace import Trace
@@ -49,12 +50,16 @@ class ProgramCache:
         self.what = what
         self.sync_compile = sync_compile  # None: FLOW_SYNC_COMPILE decides (compile/tiers.py)
         self._programs: dict[tuple, Program] = {}
+        self._grad_reached: dict[tuple, list] = {}  # key -> Lowered.grad_reached
 
     def lookup(self, args: tuple, target: str | None) -> tuple[list, tuple, Program | None]:
         """The flattened `args`, their key and the program compiled for it (None if none)."""
         leaves, _ = flatten(list(args))
         key = (signature(leaves), target, _device.of_all(leaves))
-        return leaves, key, self._programs.get(key)
+        program = self._programs.get(key)
+        if program is not None and key in self._grad_reached:
+            check_reached(self._grad_reached[key], self.what)
+        return leaves, key, program
 
     def device_target(self, key: tuple, lowered: Lowered, leaves: list) -> str:
         """The target the program of `key` runs on (see the class docstring)."""
@@ -70,6 +75,8 @@ class ProgramCache:
                                 forget=lambda: self._programs.pop(key, None))  # fmt: skip
         if store:
             self._programs[key] = program
+            if lowered.grad_reached:
+                self._grad_reached[key] = lowered.grad_reached
         return program
 
     def values(self):
@@ -149,7 +156,8 @@ def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
         out_dists = _globalize(module, trace, len(out_leaves), mutated_args)
     return Lowered(module, in_tree, out_tree, sig, list(trace.captured), name,
                    list(trace.key_slots), mutated, newborn, dict(trace.arg_dists),
-                   out_dists, checks, trace.eqns)  # fmt: skip
+                   out_dists, checks, trace.eqns,
+                   grad_reached=list(trace.grad_reached.values()))  # fmt: skip
 
 
 def _globalize(module: ModuleOp, trace: Trace, n_user: int, mutated_args: list[int]) -> list:

@@ -15,10 +15,11 @@ and a gradient reaching a global leaf takes the leaf's distribution. The seed of
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from flow.dialect.attr_names import PHASE_ATTR
 
@@ -91,23 +92,150 @@ def enable_grad(fn: Callable | None = None):
 
 @dataclass(eq=False)
 class Node:
-    """One recorded application: `out = prim(*inputs, **params)`."""
+    """One recorded application: `out = prim(*inputs, **params)`; the `grad_fn` of `out`."""
 
-    name: str
+    op: str  # the primitive's name
     vjp: Callable | None
     inputs: tuple
     params: dict
     out_ref: weakref.ref  # the output, held weakly: no tensor <-> node cycle for the collector
     freed: bool = False
-    hooks: list = field(default_factory=list)
+    hooks: dict | None = None  # the output's gradient hooks (Tensor.register_hook), in order
+    retain: bool = False  # the output keeps its gradient in `.grad` (Tensor.retain_grad)
 
     @property
     def out(self):
         """The output tensor (None once it is gone)."""
         return self.out_ref()
 
+    def name(self) -> str:
+        """PyTorch's spelling of the backward function: `MulBackward0`, `SumBackward0`."""
+        base = self.params.get("kind", self.op) if self.op == "reduce" else self.op
+        return "".join(part.capitalize() for part in str(base).split("_")) + "Backward0"
+
     def __repr__(self) -> str:
-        return f"<{self.name}Backward>"
+        return f"<{self.name()}>"
+
+
+class RemovableHandle:
+    """What `Tensor.register_hook` returns: `remove()` unregisters the hook (also on leaving
+    a `with` block)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict) -> None:
+        self.id = next(self._ids)
+        self._hooks = hooks
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
+
+
+_OUTSIDE_TRACE = (
+    "inside flow.jit / nn.Graph, hooks and retain_grad() apply only to tensors the traced "
+    "function computes, not to a tensor from outside it (a parameter, a captured tensor: its "
+    "hooks would run once, at trace time, and stay baked into the cached program); register "
+    "the hook inside the function on a value it computes, or run this step eagerly"
+)
+_hooked_outside = False  # whether a hook or retain_grad() was ever put on an untraced tensor
+
+
+def _born_in(trace, t) -> bool:
+    """Whether `t` is a value the traced function computes (not an eager tensor it reads or
+    updates)."""
+    return t._trace is trace and id(t) not in trace.mutated
+
+
+def _check_in_trace(what: str, t) -> None:
+    """Hooks and retained gradients inside a trace: see `_OUTSIDE_TRACE`."""
+    from flow.core.trace import current_trace
+
+    trace = current_trace()
+    if trace is None:
+        global _hooked_outside
+        _hooked_outside = True
+    elif not _born_in(trace, t):
+        raise RuntimeError(f"{what} on a tensor of shape {list(t.shape)}: {_OUTSIDE_TRACE}")
+
+
+def check_reached(tensors, what: str) -> None:
+    """Before a cached program runs again: raise if a tensor its traced backward pass reached
+    from outside the trace (`Trace.grad_reached`) has a hook or retains its gradient now."""
+    if not _hooked_outside:
+        return
+    for t in tensors:
+        if _hooks_of(t) or (t._node is not None and t._node.retain):
+            raise RuntimeError(f"{what}: a tensor of shape {list(t.shape)} that the compiled "
+                               f"backward pass reaches has a gradient hook now; "
+                               f"{_OUTSIDE_TRACE}")  # fmt: skip
+
+
+def register_hook(t, hook: Callable) -> RemovableHandle:
+    """`t.register_hook(hook)`: during backward, `hook(grad)` sees the gradient of `t`; a
+    tensor it returns replaces that gradient (what flows on, and what a leaf accumulates)."""
+    if not callable(hook):
+        raise TypeError(f"register_hook: expected a callable, got {type(hook).__name__}")
+    if not t._requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that does not "
+                           "require grad")  # fmt: skip
+    _check_in_trace("register_hook", t)
+    hooks = _hooks_of(t)
+    if hooks is None:
+        hooks = {}
+        if t._node is None:
+            t._grad_hooks = hooks
+        else:
+            t._node.hooks = hooks
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def retain_grad(t) -> None:
+    """`t.retain_grad()`: a non-leaf tensor keeps its gradient in `.grad` (a leaf does already)."""
+    if not t._requires_grad:
+        raise RuntimeError("retain_grad: can't retain_grad on a tensor that has "
+                           "requires_grad=False")  # fmt: skip
+    if t._node is not None:
+        _check_in_trace("retain_grad", t)
+        t._node.retain = True
+
+
+def _hooks_of(t) -> dict | None:
+    node = t._node
+    return getattr(t, "_grad_hooks", None) if node is None else node.hooks
+
+
+def _apply_hooks(hooks: dict, g, t):
+    """`g` passed through the hooks of `t`, in the order they were registered."""
+    _check_in_trace("a gradient hook", t)
+    for hook in list(hooks.values()):
+        new = hook(g)
+        if new is None:
+            continue
+        name = getattr(hook, "__name__", type(hook).__name__)
+        if not hasattr(new, "_dtype"):
+            raise TypeError(f"backward: hook {name!r} returned {type(new).__name__}; expected "
+                            "a tensor (the new gradient) or None")  # fmt: skip
+        if tuple(new.shape) != tuple(g.shape) or new.dtype is not g.dtype:
+            raise RuntimeError(f"backward: hook {name!r} returned a gradient of shape "
+                               f"{list(new.shape)} and dtype {new.dtype!r}; expected those of "
+                               f"the gradient it was given: {list(g.shape)}, {g.dtype!r}")
+        g = new
+    return g
+
+
+def _keep_grad(t, g, create_graph: bool) -> None:
+    """Accumulate `g` into `t.grad` (a leaf's gradient, or a retained one)."""
+    if not create_graph:
+        g = g.detach()
+    t.grad = g if t.grad is None else (t.grad + g)
 
 
 def _differentiable(t) -> bool:
@@ -160,6 +288,9 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
     from flow.core.errors import op_error
 
     creating_like, grad_to_leaf = _Hooks.creating_like, _Hooks.grad_to_leaf
+    from flow.core.trace import current_trace
+
+    trace = current_trace()
     grads: dict[int, tuple] = {}
     for r, ct in zip(roots, cts):
         _accumulate(grads, r, ct)
@@ -172,14 +303,20 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
                 continue
             ct = entry[1]
             if wanted is not None and id(node.out) in wanted:
-                leaves[id(node.out)] = (node.out, ct)
+                leaves[id(node.out)] = (node.out, ct)  # as PyTorch: before the output's hooks
+            if trace is not None and not _born_in(trace, node.out):
+                trace.grad_reached[id(node.out)] = node.out
+            if node.hooks:
+                ct = _apply_hooks(node.hooks, ct, node.out)
+            if node.retain:
+                _keep_grad(node.out, ct, create_graph)
             if node.freed:
                 raise op_error("backward", "trying to backward through the graph a second time "
                                "(or directly access saved tensors after they have already been "
                                "freed); pass retain_graph=True to the first backward",
                                cls=RuntimeError)  # fmt: skip
             if node.vjp is None:
-                raise op_error("backward", f"'{node.name}' has no derivative rule (it is not "
+                raise op_error("backward", f"'{node.op}' has no derivative rule (it is not "
                                "differentiable, or its VJP is not implemented)",
                                cls=RuntimeError)  # fmt: skip
             with creating_like(node.out, *node.inputs):  # constants of global rules are global
@@ -190,7 +327,7 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
                 if g is None or not getattr(t, "_requires_grad", False):
                     continue
                 if g.shape != t.shape:
-                    raise op_error("backward", f"the VJP of '{node.name}' returned a gradient of "
+                    raise op_error("backward", f"the VJP of '{node.op}' returned a gradient of "
                                    f"shape {list(g.shape)} for an input of shape "
                                    f"{list(t.shape)}", cls=RuntimeError)  # fmt: skip
                 if g.dtype is not t.dtype:
@@ -204,6 +341,13 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
     for t, g in grads.values():  # roots that are leaves themselves
         if t._node is None:
             _accumulate(leaves, t, grad_to_leaf(g, t))
+    for key, (t, g) in leaves.items():
+        if trace is not None and not _born_in(trace, t):
+            trace.grad_reached[key] = t
+        hooks = getattr(t, "_grad_hooks", None) if t._node is None else None
+        if hooks and (wanted is None or key in wanted):
+            with _GradMode(create_graph):
+                leaves[key] = (t, _apply_hooks(hooks, g, t))
     return leaves
 
 
@@ -244,9 +388,7 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
         retain = create_graph if retain_graph is None else retain_graph
         leaves = _run(outputs, cts, retain, create_graph)
         for t, g in leaves.values():
-            if not create_graph:
-                g = g.detach()
-            t.grad = g if t.grad is None else (t.grad + g)
+            _keep_grad(t, g, create_graph)
 
 
 def _backward_phase():

@@ -53,6 +53,7 @@ class Tensor:
         "grad",
         "_dist",  # global tensors: placement and SBP (flow.distributed); unset when local
         "_device",  # a flow.device other than the cpu (flow.core.device); unset or None: cpu
+        "_grad_hooks",  # a leaf's gradient hooks (flow.core.autograd.register_hook); unset: none
         "__weakref__",
     )
     __array_priority__ = 1000  # numpy defers to our operators
@@ -171,11 +172,33 @@ class Tensor:
 
     @property
     def is_leaf(self) -> bool:
+        """True for a tensor that does not require grad and for one the user created (no op
+        recorded it); such tensors accumulate `.grad` in backward."""
         return self._node is None
 
     @property
     def grad_fn(self):
+        """The backward function of the op that computed this tensor (its `name()` spelled
+        as PyTorch's, e.g. `MulBackward0`); None for a leaf."""
         return self._node
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in `.grad` after backward (leaves do already)."""
+        from flow.core.autograd import retain_grad
+
+        retain_grad(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether `retain_grad()` was called on this non-leaf tensor."""
+        return self._node is not None and self._node.retain
+
+    def register_hook(self, hook):
+        """Call `hook(grad)` with this tensor's gradient during backward; a tensor it returns
+        replaces the gradient. Returns a handle whose `remove()` unregisters it."""
+        from flow.core.autograd import register_hook
+
+        return register_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the `.grad` of the leaves it depends on."""
@@ -378,6 +401,17 @@ class Tensor:
         dev = getattr(self, "_device", None)
         where = "" if dev is None else f", device='{dev}'"
         return f"tensor({body}, dtype={self._dtype!r}{where})"
+
+    def __format__(self, spec: str) -> str:
+        """`f"{loss:>7f}"`: a one-element tensor formats as the number it holds (`.item()`: of a
+        global tensor, its global value); an empty spec gives `str(tensor)`."""
+        if not spec:
+            return str(self)
+        if self.numel() != 1:
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ "
+                            f"for a tensor of shape {list(self._shape)}: only one-element "
+                            "tensors format like numbers")  # fmt: skip
+        return format(self.item(), spec)
 
     __hash__ = object.__hash__
 

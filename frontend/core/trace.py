@@ -58,6 +58,9 @@ class Trace:
         # op -> (Primitive, params) for each op a primitive emitted: what runs the program
         # on the eager kernels before it is compiled (compile/interpret.py)
         self.eqns: dict[Operation, tuple] = {}
+        # id -> eager tensor whose gradient a traced backward pass computed (a parameter):
+        # a cached program checks them for gradient hooks (flow.core.autograd.check_reached)
+        self.grad_reached: dict[int, object] = {}
 
     def __enter__(self) -> Trace:
         _stack().append(self)
