@@ -188,12 +188,21 @@ def empty_like(input: Tensor, dtype=None, *, device=None, placement=None, sbp=No
     return _filled_like("empty_like", input, 0, dtype, device, placement, sbp, requires_grad)
 
 
-def as_tensor(x) -> Tensor:
-    """`x` itself when it is a Tensor, else `flow.tensor(x)` (how ops accept lists and numbers)."""
-    return x if isinstance(x, Tensor) else tensor(x)
+def as_tensor(data, dtype=None, device=None) -> Tensor:
+    """`data` as a tensor, sharing memory where it can (how ops accept lists and numbers): a
+    tensor itself (`.to(device, dtype)` when they differ), a numpy array of the dtype through
+    `from_numpy`, anything else as `flow.tensor(data, dtype, device)` copies it."""
+    if isinstance(data, Tensor):
+        return data if dtype is None and device is None else data.to(device=device, dtype=dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or
+                                         _dtypes.as_dtype(dtype).np_dtype == data.dtype):
+        out = from_numpy(data)
+    else:
+        out = _tensor_from(data, dtype)
+    return created("as_tensor", out, device=device)
 
 
 __all__ = [
-    "tensor", "from_numpy", "from_dlpack", "is_tensor", "numel", "full", "zeros", "ones", "empty",
-    "full_like", "zeros_like", "ones_like", "empty_like",
+    "tensor", "as_tensor", "from_numpy", "from_dlpack", "is_tensor", "numel", "full", "zeros",
+    "ones", "empty", "full_like", "zeros_like", "ones_like", "empty_like",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Creation from ranges: `arange`, `linspace`, `eye` — `iota` scaled, shifted
+"""Creation from ranges: `arange`, `linspace`, `logspace`, `eye` — `iota` scaled, shifted
 or compared, then cast (PyTorch / OneFlow semantics)."""
 
 from __future__ import annotations
@@ -91,6 +91,18 @@ def linspace(start, end, steps: int, dtype=None, *, device=None, placement=None,
                      requires_grad=requires_grad)  # fmt: skip
 
 
+def logspace(start, end, steps: int, base: float = 10.0, dtype=None, *, device=None,
+             placement=None, sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """`steps` values from `base ** start` to `base ** end`, their exponents evenly spaced
+    (float32 by default)."""
+    base = _number("logspace", "base", base)
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.DEFAULT_FLOAT
+    work = _dtypes.float64 if dt is _dtypes.float64 else _dtypes.float32
+    out = O.to(O.pow(float(base), linspace(start, end, steps, work)), dt)
+    return O.created("logspace", out, device=device, placement=placement, sbp=sbp,
+                     requires_grad=requires_grad)  # fmt: skip
+
+
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, placement=None, sbp=None,
         requires_grad: bool = False, pin_memory: bool = False) -> Tensor:  # fmt: skip
     """An n x m matrix with ones on the diagonal (float32 by default)."""
@@ -108,4 +120,4 @@ def eye(n: int, m: int | None = None, *, dtype=None, device=None, placement=None
 TENSOR_METHODS: dict = {}
 """Tensor methods this module adds (none: these make new tensors)."""
 
-__all__ = ["arange", "linspace", "eye"]
+__all__ = ["arange", "linspace", "logspace", "eye"]

@@ -364,6 +364,23 @@ def randint_like(input: Tensor, low=0, high=None, *, dtype=None,
     return created("randint_like", out, requires_grad=requires_grad, **where)
 
 
+def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=None,
+             placement=None, sbp=None, requires_grad: bool = False,
+             pin_memory: bool = False) -> Tensor:  # fmt: skip
+    """A random permutation of `0 .. n-1` (int64 unless `dtype` says otherwise): the order
+    that sorts one 63-bit hash per position."""
+    from flow.ops.reduction import argsort
+
+    n = _check_int("randperm", "n", n)
+    if n < 0:
+        raise op_error("randperm", f"expected n >= 0, got {n}")
+    dt = _dtypes.int64 if dtype is None else _dtypes.as_dtype(dtype)
+    keys = _field(_bits(generator_arg("randperm", generator), (n,), _dtypes.int64), 0, 63)
+    out = to(argsort(keys), dt)
+    return created("randperm", out, device=device, placement=placement, sbp=sbp,
+                   requires_grad=requires_grad)  # fmt: skip
+
+
 def normal(mean=0.0, std=1.0, size=None, *, generator: Generator | None = None, dtype=None,
            device=None, placement=None, sbp=None,
            requires_grad: bool = False) -> Tensor:  # fmt: skip
@@ -414,5 +431,5 @@ TENSOR_METHODS: dict = {"bernoulli": bernoulli}
 __all__: list[str] = [
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
     "set_rng_state", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
-    "normal", "bernoulli",
+    "randperm", "normal", "bernoulli",
 ]  # fmt: skip

@@ -28,6 +28,7 @@ FLOAT_CASES = {
     "rand": (lambda m, **kw: m.rand(2, 3, **kw), None),
     "normal": (lambda m, **kw: m.normal(0.0, 1.0, (2, 3), **kw), None),
     "randint": (lambda m, **kw: m.randint(0, 5, (2, 3), **kw), None),
+    "randperm": (lambda m, **kw: m.randperm(6, **kw), None),
     "zeros": (lambda m, **kw: m.zeros(2, 3, **kw), np.zeros((2, 3))),
     "zeros_tuple": (lambda m, **kw: m.zeros((2, 3), **kw), np.zeros((2, 3))),
     "ones": (lambda m, **kw: m.ones(2, 3, **kw), np.ones((2, 3))),
@@ -35,6 +36,7 @@ FLOAT_CASES = {
     "empty": (lambda m, **kw: m.empty(2, 3, **kw), None),
     "arange": (lambda m, **kw: m.arange(0.0, 3.0, 0.5, **kw), np.arange(0.0, 3.0, 0.5)),
     "linspace": (lambda m, **kw: m.linspace(0, 1, 5, **kw), np.linspace(0, 1, 5)),
+    "logspace": (lambda m, **kw: m.logspace(0, 2, 5, **kw), np.logspace(0, 2, 5)),
     "eye": (lambda m, **kw: m.eye(3, 2, **kw), np.eye(3, 2)),
     "tensor": (lambda m, **kw: m.tensor([1.0, 2.0], **kw), np.array([1.0, 2.0])),
     "zeros_like": (lambda m, **kw: m.zeros_like(like(m), **kw), np.zeros_like(X)),
@@ -45,13 +47,16 @@ FLOAT_CASES = {
     "rand_like": (lambda m, **kw: m.rand_like(like(m), **kw), None),
     "randint_like": (lambda m, **kw: m.randint_like(like(m), 0, 5, **kw), None),
 }
-RANDOM = {"randn", "rand", "normal", "randint", "randn_like", "rand_like", "randint_like"}
+RANDOM = {"randn", "rand", "normal", "randint", "randperm", "randn_like", "rand_like",
+          "randint_like"}  # fmt: skip
 LIKE = {name for name in FLOAT_CASES if name.endswith("_like")}
+INT64_DEFAULT = {"randint", "randperm"}
+"""Ops whose default int64 cannot require grad: the cases give them a float dtype."""
 
 
 def make(name, **kw):
-    if "randint" in name and "dtype" not in kw and not name.endswith("_like"):
-        kw["dtype"] = flow.float32  # randint's default int64 cannot require grad
+    if name in INT64_DEFAULT and "dtype" not in kw:
+        kw["dtype"] = flow.float32
     return FLOAT_CASES[name][0](flow, **kw)
 
 
@@ -99,7 +104,7 @@ def test_keywords_do_not_change_the_draw(name):
 @pytest.mark.parametrize("name", sorted(FLOAT_CASES))
 def test_matches_torch(name):
     torch = pytest.importorskip("torch")
-    kw = {"dtype": torch.float64} if "randint" in name and name != "randint_like" else {}
+    kw = {"dtype": torch.float64} if name in INT64_DEFAULT else {}
     want = FLOAT_CASES[name][0](torch, requires_grad=True, device="cpu", **kw)
     got = make(name, requires_grad=True, device="cpu", **({"dtype": flow.float64} if kw else {}))
     assert tuple(got.shape) == tuple(want.shape)
@@ -127,6 +132,7 @@ INT_CASES = {
     "eye": lambda m: m.eye(2, dtype=m.int32, requires_grad=True),
     "tensor": lambda m: m.tensor([1, 2], requires_grad=True),
     "randint": lambda m: m.randint(0, 5, (2,), requires_grad=True),
+    "randperm": lambda m: m.randperm(3, requires_grad=True),
     "zeros_like": lambda m: m.zeros_like(m.tensor([1, 2]), requires_grad=True),
     "full_like": lambda m: m.full_like(m.tensor([1.0]), 2, dtype=m.int32, requires_grad=True),
     "randint_like": lambda m: m.randint_like(m.tensor([1, 2]), 5, requires_grad=True),
@@ -164,6 +170,44 @@ def test_a_device_places_the_result_like_to_does():
     assert flow.full_like(x, 1.0, device="cpu").device == flow.device("cpu")
 
 
+def test_randperm_is_a_permutation_drawn_from_the_generator():
+    for n in (0, 1, 2, 7, 50):
+        assert sorted(flow.randperm(n).tolist()) == list(range(n))
+    assert flow.randperm(4).dtype is flow.int64
+    def draw():
+        return flow.randperm(20, generator=flow.Generator().manual_seed(5)).tolist()
+
+    assert draw() == draw() and draw() != list(range(20))
+    with pytest.raises(ValueError, match="^randperm: expected n >= 0, got -1"):
+        flow.randperm(-1)
+
+
+def test_logspace_matches_torch():
+    torch = pytest.importorskip("torch")
+    for args, kw in (((0, 3, 4), {}), ((-2, 2, 5), {"base": 2}), ((1, 2, 3), {"dtype": "f8"}),
+                     ((0, 1, 0), {}), ((0, 2, 3), {"dtype": "i8"})):  # fmt: skip
+        dt = {"f8": (flow.float64, torch.float64), "i8": (flow.int64, torch.int64)}
+        fk, tk = dict(kw), dict(kw)
+        if "dtype" in kw:
+            fk["dtype"], tk["dtype"] = dt[kw["dtype"]]
+        got, want = flow.logspace(*args, **fk), torch.logspace(*args, **tk)
+        assert got.dtype.np_dtype == want.numpy().dtype
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_as_tensor_shares_memory_and_takes_dtype_and_device():
+    a = np.arange(4.0)
+    t = flow.as_tensor(a)
+    assert t.dtype is flow.float64 and np.shares_memory(t.numpy(), a)
+    assert flow.as_tensor(t) is t and flow.as_tensor(t, device="cpu") is t
+    c = flow.as_tensor(a, dtype=flow.float32, device=flow.device("cpu"))
+    assert c.dtype is flow.float32 and not np.shares_memory(c.numpy(), a)
+    np.testing.assert_array_equal(flow.as_tensor([1, 2], dtype=flow.float64).numpy(), [1.0, 2.0])
+    if "cuda" not in available():
+        with pytest.raises(RuntimeUnavailableError, match="no CUDA device"):
+            flow.as_tensor([1.0], device="cuda")
+
+
 def test_pin_memory_is_accepted():
     for out in (flow.empty(2, pin_memory=True), flow.tensor([1.0], pin_memory=True),
                 flow.zeros(2, pin_memory=True), flow.randn(2, pin_memory=True)):  # fmt: skip
@@ -176,8 +220,8 @@ def test_device_and_placement_together_is_an_error():
         flow.zeros(2, device="cpu", placement=p, sbp=flow.sbp.broadcast)
 
 
-GLOBAL_CASES = ["randn", "rand", "zeros", "ones", "full", "arange", "linspace", "eye", "tensor",
-                "normal"]  # fmt: skip
+GLOBAL_CASES = ["randn", "rand", "zeros", "ones", "full", "arange", "linspace", "logspace", "eye",
+                "tensor", "normal", "randperm"]  # fmt: skip
 
 
 @pytest.mark.parametrize("sbp", [flow.sbp.broadcast, flow.sbp.split(0)], ids=["B", "S0"])
