@@ -188,6 +188,44 @@ def empty_like(input: Tensor, dtype=None, *, device=None, placement=None, sbp=No
     return _filled_like("empty_like", input, 0, dtype, device, placement, sbp, requires_grad)
 
 
+def _new_filled(op: str, self: Tensor, size, value, dtype, device, placement, sbp,
+                requires_grad) -> Tensor:  # fmt: skip
+    _, dt, where = like_args(self, dtype, device, placement, sbp)
+    out = bind(P.full, value=value, shape=shape_arg(op, size), dtype=dt)
+    return created(op, out, requires_grad=requires_grad, **where)
+
+
+def new_zeros(self: Tensor, *size, dtype=None, device=None, placement=None, sbp=None,
+              requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """`x.new_zeros(size)`: zeros of `size` with `x`'s dtype and device (or placement and
+    SBP) unless given."""
+    return _new_filled("new_zeros", self, size, 0, dtype, device, placement, sbp, requires_grad)
+
+
+def new_ones(self: Tensor, *size, dtype=None, device=None, placement=None, sbp=None,
+             requires_grad: bool = False) -> Tensor:  # fmt: skip
+    return _new_filled("new_ones", self, size, 1, dtype, device, placement, sbp, requires_grad)
+
+
+def new_empty(self: Tensor, *size, dtype=None, device=None, placement=None, sbp=None,
+              requires_grad: bool = False) -> Tensor:  # fmt: skip
+    return _new_filled("new_empty", self, size, 0, dtype, device, placement, sbp, requires_grad)
+
+
+def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, placement=None,
+             sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
+    return _new_filled("new_full", self, (size,), fill_value, dtype, device, placement, sbp,
+                       requires_grad)  # fmt: skip
+
+
+def new_tensor(self: Tensor, data, dtype=None, device=None, requires_grad: bool = False,
+               placement=None, sbp=None) -> Tensor:  # fmt: skip
+    """`x.new_tensor(data)`: a copy of `data` with `x`'s dtype and device (or placement and
+    SBP) unless given."""
+    _, dt, where = like_args(self, dtype, device, placement, sbp)
+    return created("new_tensor", _tensor_from(data, dt), requires_grad=requires_grad, **where)
+
+
 def as_tensor(data, dtype=None, device=None) -> Tensor:
     """`data` as a tensor, sharing memory where it can (how ops accept lists and numbers): a
     tensor itself (`.to(device, dtype)` when they differ), a numpy array of the dtype through
@@ -201,6 +239,10 @@ def as_tensor(data, dtype=None, device=None) -> Tensor:
         out = _tensor_from(data, dtype)
     return created("as_tensor", out, device=device)
 
+
+TENSOR_METHODS: dict = {"new_zeros": new_zeros, "new_ones": new_ones, "new_empty": new_empty,
+                        "new_full": new_full, "new_tensor": new_tensor}  # fmt: skip
+"""Tensor methods this module adds: new tensors taking their defaults from the tensor."""
 
 __all__ = [
     "tensor", "as_tensor", "from_numpy", "from_dlpack", "is_tensor", "numel", "full", "zeros",

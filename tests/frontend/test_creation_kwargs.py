@@ -208,6 +208,45 @@ def test_as_tensor_shares_memory_and_takes_dtype_and_device():
             flow.as_tensor([1.0], device="cuda")
 
 
+NEW_CASES = {
+    "new_zeros": (lambda x, **kw: x.new_zeros(2, 3, **kw), np.zeros((2, 3))),
+    "new_zeros_tuple": (lambda x, **kw: x.new_zeros((2, 3), **kw), np.zeros((2, 3))),
+    "new_ones": (lambda x, **kw: x.new_ones([3], **kw), np.ones(3)),
+    "new_empty": (lambda x, **kw: x.new_empty(2, **kw), None),
+    "new_full": (lambda x, **kw: x.new_full((2, 2), 3, **kw), np.full((2, 2), 3.0)),
+    "new_tensor": (lambda x, **kw: x.new_tensor([1, 2], **kw), np.array([1.0, 2.0])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEW_CASES))
+def test_new_methods_take_the_tensor_dtype_and_device_unless_given(name):
+    call, ref = NEW_CASES[name]
+    x = flow.tensor(X, dtype=flow.float64)
+    out = call(x, requires_grad=True)
+    assert out.dtype is flow.float64 and out.requires_grad and out.is_leaf
+    if ref is not None:
+        np.testing.assert_array_equal(out.numpy(), ref)
+    assert call(x, dtype=flow.float16, device="cpu").dtype is flow.float16
+    p = flow.placement("cpu", ranks=[0])
+    g = call(x.to_global(p, flow.sbp.broadcast))
+    assert g.is_global and g.placement == p and g.sbp == (flow.sbp.broadcast,)
+    if "vulkan" in available():
+        assert call(x.to("vulkan")).device == flow.zeros(1).to("vulkan").device
+    torch = pytest.importorskip("torch")
+    want = call(torch.tensor(X, dtype=torch.float64), requires_grad=True)
+    assert tuple(out.shape) == tuple(want.shape) and want.dtype == torch.float64
+    if ref is not None:
+        np.testing.assert_array_equal(out.numpy(), want.detach().numpy())
+
+
+def test_tensor_constructor_takes_a_device_or_a_placement():
+    assert flow.Tensor(2, 3, device="cpu").device == flow.device("cpu")
+    p = flow.placement("cpu", ranks=[0])
+    g = flow.Tensor([1.0, 2.0], placement=p, sbp=flow.sbp.broadcast)
+    assert g.is_global and g.dtype is flow.float32
+    np.testing.assert_array_equal(g.numpy(), [1.0, 2.0])
+
+
 def test_pin_memory_is_accepted():
     for out in (flow.empty(2, pin_memory=True), flow.tensor([1.0], pin_memory=True),
                 flow.zeros(2, pin_memory=True), flow.randn(2, pin_memory=True)):  # fmt: skip
