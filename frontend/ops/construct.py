@@ -158,9 +158,12 @@ def empty(*size, dtype=None, device=None, placement=None, sbp=None, requires_gra
                    requires_grad=requires_grad)  # fmt: skip
 
 
-def _filled_like(op: str, input, value, dtype, device, placement, sbp, requires_grad) -> Tensor:
+def _filled_like(op: str, input, value, dtype, device, placement, sbp, requires_grad,
+                 size=None) -> Tensor:  # fmt: skip
+    """Filled with `value`, of `input`'s shape (or `size`) and its `like_args` defaults."""
     x, dt, where = like_args(input, dtype, device, placement, sbp)
-    out = bind(P.full, value=value, shape=tuple(x.shape), dtype=dt)
+    shape = tuple(x.shape) if size is None else shape_arg(op, size)
+    out = bind(P.full, value=value, shape=shape, dtype=dt)
     return created(op, out, requires_grad=requires_grad, **where)
 
 
@@ -188,34 +191,27 @@ def empty_like(input: Tensor, dtype=None, *, device=None, placement=None, sbp=No
     return _filled_like("empty_like", input, 0, dtype, device, placement, sbp, requires_grad)
 
 
-def _new_filled(op: str, self: Tensor, size, value, dtype, device, placement, sbp,
-                requires_grad) -> Tensor:  # fmt: skip
-    _, dt, where = like_args(self, dtype, device, placement, sbp)
-    out = bind(P.full, value=value, shape=shape_arg(op, size), dtype=dt)
-    return created(op, out, requires_grad=requires_grad, **where)
-
-
 def new_zeros(self: Tensor, *size, dtype=None, device=None, placement=None, sbp=None,
               requires_grad: bool = False) -> Tensor:  # fmt: skip
     """`x.new_zeros(size)`: zeros of `size` with `x`'s dtype and device (or placement and
     SBP) unless given."""
-    return _new_filled("new_zeros", self, size, 0, dtype, device, placement, sbp, requires_grad)
+    return _filled_like("new_zeros", self, 0, dtype, device, placement, sbp, requires_grad, size)
 
 
 def new_ones(self: Tensor, *size, dtype=None, device=None, placement=None, sbp=None,
              requires_grad: bool = False) -> Tensor:  # fmt: skip
-    return _new_filled("new_ones", self, size, 1, dtype, device, placement, sbp, requires_grad)
+    return _filled_like("new_ones", self, 1, dtype, device, placement, sbp, requires_grad, size)
 
 
 def new_empty(self: Tensor, *size, dtype=None, device=None, placement=None, sbp=None,
               requires_grad: bool = False) -> Tensor:  # fmt: skip
-    return _new_filled("new_empty", self, size, 0, dtype, device, placement, sbp, requires_grad)
+    return _filled_like("new_empty", self, 0, dtype, device, placement, sbp, requires_grad, size)
 
 
 def new_full(self: Tensor, size, fill_value, *, dtype=None, device=None, placement=None,
              sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
-    return _new_filled("new_full", self, (size,), fill_value, dtype, device, placement, sbp,
-                       requires_grad)  # fmt: skip
+    return _filled_like("new_full", self, fill_value, dtype, device, placement, sbp,
+                        requires_grad, (size,))  # fmt: skip
 
 
 def new_tensor(self: Tensor, data, dtype=None, device=None, requires_grad: bool = False,

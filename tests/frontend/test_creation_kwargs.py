@@ -328,3 +328,13 @@ def test_inside_graph_build():
 
     a = np.array([1.0, 2.0, 3.0], np.float32)
     np.testing.assert_allclose(Model()(flow.tensor(a)).numpy(), 1 + 2 * a)
+
+
+def test_under_lazy_the_keywords_apply_to_pending_values():
+    with flow.lazy():
+        x = flow.randn(2, 3, device="cpu", requires_grad=True)
+        z = flow.zeros_like(x)
+        (x * 3.0).sum().backward()
+        assert x.is_leaf and not z.requires_grad
+        np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 3.0, np.float32))
+        np.testing.assert_array_equal(z.numpy(), np.zeros((2, 3), np.float32))
