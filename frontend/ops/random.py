@@ -39,6 +39,7 @@ from flow.ops.basic import (
     to,
     where,
 )
+from flow.ops.reduction import argsort
 from flow.primitives.random import MASK64 as _MASK64
 from flow.primitives.random import random_bits
 from flow.primitives.registry import bind
@@ -369,8 +370,6 @@ def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=N
              pin_memory: bool = False) -> Tensor:  # fmt: skip
     """A random permutation of `0 .. n-1` (int64 unless `dtype` says otherwise): the order
     that sorts one 63-bit hash per position."""
-    from flow.ops.reduction import argsort
-
     n = _check_int("randperm", "n", n)
     if n < 0:
         raise op_error("randperm", f"expected n >= 0, got {n}")
