@@ -44,7 +44,7 @@ def _samples() -> dict[str, tuple[Callable, list]]:
         "prod amax amin max min var std var_mean std_mean all any count_nonzero norm argmax argmin "
         "sort argsort flatten squeeze t numel zeros_like ones_like rand_like randn_like bernoulli "
         "relu6 hardtanh hardsigmoid hardswish logsigmoid softplus elu celu selu gelu silu mish "
-        "softsign tanhshrink unbind full_like", ((), {}), [x23])  # fmt: skip
+        "softsign tanhshrink unbind full_like empty_like", ((), {}), [x23])  # fmt: skip
     for n in ("log", "log1p", "log2", "log10", "asin", "acos", "arcsin", "arccos"):
         s[n] = (lambda x, n=n: getattr(flow, n)(flow.clamp(x, 0.1, 0.9)), [x23])
     add("add sub mul div maximum minimum pow atan2 arctan2 fmod remainder floor_divide eq ne lt "
@@ -91,6 +91,8 @@ def _samples() -> dict[str, tuple[Callable, list]]:
     s["embedding"] = (lambda i, w: flow.embedding(i, w), [i23, (3, 4)])
     s["pad"] = (fn("pad", (1, 1)), [x23])
     for n, call in (("zeros", lambda: flow.zeros(2, 3)), ("ones", lambda: flow.ones(2, 3)),
+                    ("empty", lambda: flow.empty(2, 3)), ("randperm", lambda: flow.randperm(5)),
+                    ("logspace", lambda: flow.logspace(0, 2, 5)),
                     ("full", lambda: flow.full((2, 3), 1.5)), ("arange", lambda: flow.arange(5)),
                     ("linspace", lambda: flow.linspace(0, 1, 5)), ("eye", lambda: flow.eye(3)),
                     ("rand", lambda: flow.rand(2, 3)), ("randn", lambda: flow.randn(2, 3)),
@@ -139,10 +141,10 @@ def _public_ops() -> list[tuple[str, Callable]]:
             obj = getattr(module, n)
             if callable(obj) and not isinstance(obj, (type, flow.dtype)) and n not in ops:
                 ops[n] = obj
-    skip = {"tensor", "from_numpy", "from_dlpack", "is_tensor", "jit", "broadcast_shapes", "save",
-            "load", "manual_seed", "seed", "initial_seed", "get_rng_state", "set_rng_state",
-            "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "lazy_stats",
-            "lazy_sync"}  # fmt: skip
+    skip = {"tensor", "as_tensor", "from_numpy", "from_dlpack", "is_tensor", "jit",
+            "broadcast_shapes", "save", "load", "manual_seed", "seed", "initial_seed",
+            "get_rng_state", "set_rng_state", "no_grad", "enable_grad", "set_grad_enabled",
+            "is_grad_enabled", "lazy_stats", "lazy_sync"}  # fmt: skip
     return sorted((n, f) for n, f in ops.items() if n not in skip)
 
 

@@ -162,7 +162,7 @@ class Tensor:
                 "to get a tensor that does not require grad"
             )
         if value and not self._dtype.is_floating_point:
-            raise RuntimeError(f"only tensors of floating point dtype can require gradients, "
+            raise RuntimeError(f"Only Tensors of floating point dtype can require gradients, "
                                f"got {self._dtype!r}")  # fmt: skip
         self._requires_grad = bool(value)
 

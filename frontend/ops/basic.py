@@ -20,11 +20,12 @@ from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.ops.construct import (  # noqa: F401  (re-exported: most callers import them from here)
     as_tensor,
+    created,
     from_dlpack,
     from_numpy,
     full,
-    globalize,
     is_tensor,
+    like_args,
     numel,
     ones,
     ones_like,

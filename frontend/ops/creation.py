@@ -1,4 +1,4 @@
-"""Creation from ranges: `arange`, `linspace`, `eye` — `iota` scaled, shifted
+"""Creation from ranges: `arange`, `linspace`, `logspace`, `eye` — `iota` scaled, shifted
 or compared, then cast (PyTorch / OneFlow semantics)."""
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ def _compute_dtype(dt: _dtypes.dtype) -> _dtypes.dtype:
     return _dtypes.int64
 
 
-def arange(start=0, end=None, step=1, *, dtype=None, placement=None, sbp=None) -> Tensor:
+def arange(start=0, end=None, step=1, *, dtype=None, device=None, placement=None, sbp=None,
+           requires_grad: bool = False, pin_memory: bool = False) -> Tensor:  # fmt: skip
     """`[start, start + step, ...)` below `end`: ceil((end - start) / step) values; int64 when
     every bound is an int, else float32 (unless `dtype` says otherwise)."""
     if end is None:
@@ -61,10 +62,12 @@ def arange(start=0, end=None, step=1, *, dtype=None, placement=None, sbp=None) -
         out = O.mul(out, step)
     if start != 0:
         out = O.add(out, start)
-    return O.globalize(O.to(out, dt), placement, sbp)
+    return O.created("arange", O.to(out, dt), device=device, placement=placement, sbp=sbp,
+                     requires_grad=requires_grad)  # fmt: skip
 
 
-def linspace(start, end, steps: int, *, dtype=None) -> Tensor:
+def linspace(start, end, steps: int, dtype=None, *, device=None, placement=None, sbp=None,
+             requires_grad: bool = False) -> Tensor:  # fmt: skip
     """`steps` evenly spaced values from `start` to `end` inclusive (float32 by default).
 
     Like PyTorch, the first half counts up from `start` and the second half down
@@ -77,15 +80,31 @@ def linspace(start, end, steps: int, *, dtype=None) -> Tensor:
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.DEFAULT_FLOAT
     work = _dtypes.float64 if dt is _dtypes.float64 else _dtypes.float32
     if steps <= 1:
-        return O.full((steps,), start, dt)
-    step = (end - start) / (steps - 1)
-    i = bind(P.iota, dim=0, shape=(steps,), dtype=work)
-    up = O.add(O.mul(i, step), start)
-    down = O.sub(end, O.mul(O.sub(steps - 1, i), step))
-    return O.to(O.where(O.lt(i, steps // 2), up, down), dt)
+        out = O.full((steps,), start, dt)
+    else:
+        step = (end - start) / (steps - 1)
+        i = bind(P.iota, dim=0, shape=(steps,), dtype=work)
+        up = O.add(O.mul(i, step), start)
+        down = O.sub(end, O.mul(O.sub(steps - 1, i), step))
+        out = O.to(O.where(O.lt(i, steps // 2), up, down), dt)
+    return O.created("linspace", out, device=device, placement=placement, sbp=sbp,
+                     requires_grad=requires_grad)  # fmt: skip
 
 
-def eye(n: int, m: int | None = None, *, dtype=None) -> Tensor:
+def logspace(start, end, steps: int, base: float = 10.0, dtype=None, *, device=None,
+             placement=None, sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """`steps` values from `base ** start` to `base ** end`, their exponents evenly spaced
+    (float32 by default)."""
+    base = _number("logspace", "base", base)
+    dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.DEFAULT_FLOAT
+    work = _dtypes.float64 if dt is _dtypes.float64 else _dtypes.float32
+    out = O.to(O.pow(float(base), linspace(start, end, steps, work)), dt)
+    return O.created("logspace", out, device=device, placement=placement, sbp=sbp,
+                     requires_grad=requires_grad)  # fmt: skip
+
+
+def eye(n: int, m: int | None = None, *, dtype=None, device=None, placement=None, sbp=None,
+        requires_grad: bool = False, pin_memory: bool = False) -> Tensor:  # fmt: skip
     """An n x m matrix with ones on the diagonal (float32 by default)."""
     n = _int("eye", "n", n)
     m = n if m is None else _int("eye", "m", m)
@@ -94,10 +113,11 @@ def eye(n: int, m: int | None = None, *, dtype=None) -> Tensor:
     dt = _dtypes.as_dtype(dtype) if dtype is not None else _dtypes.DEFAULT_FLOAT
     rows = bind(P.iota, dim=0, shape=(n, m), dtype=_dtypes.int64)
     cols = bind(P.iota, dim=1, shape=(n, m), dtype=_dtypes.int64)
-    return O.to(O.eq(rows, cols), dt)
+    return O.created("eye", O.to(O.eq(rows, cols), dt), device=device, placement=placement,
+                     sbp=sbp, requires_grad=requires_grad)  # fmt: skip
 
 
 TENSOR_METHODS: dict = {}
 """Tensor methods this module adds (none: these make new tensors)."""
 
-__all__ = ["arange", "linspace", "eye"]
+__all__ = ["arange", "linspace", "logspace", "eye"]

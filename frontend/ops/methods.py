@@ -18,7 +18,7 @@ from flow.core import dtypes as _dtypes
 from flow.core.tensor import Size, Tensor
 from flow.distributed import global_tensor as _global
 from flow.distributed.placement import sbp as _sbp_entries
-from flow.ops import activations, movement, random, window
+from flow.ops import activations, construct, movement, random, window
 from flow.ops import basic as o
 from flow.ops import math as math_ops
 from flow.primitives.registry import bind
@@ -28,7 +28,7 @@ __all__ = ["install_tensor_methods"]
 # The ops families whose TENSOR_METHODS become methods (math's include those of logical,
 # reduction and linalg; movement's those of indexing and gather); a later one wins a name
 # defined twice.
-_FAMILIES = (math_ops, movement, window, random, activations)
+_FAMILIES = (construct, math_ops, movement, window, random, activations)
 
 _INPLACE = ("add", "sub", "mul", "div", "pow", "clamp", "neg", "abs", "exp", "log", "sqrt",
             "tanh", "sigmoid", "relu", "floor", "ceil", "round", "masked_fill")  # fmt: skip
@@ -59,18 +59,20 @@ def _basic_methods() -> dict:
     }  # fmt: skip
 
 
-def _new(cls, *args, dtype=None):
+def _new(cls, *args, dtype=None, device=None, placement=None, sbp=None):
     """`flow.Tensor(2, 3)`: a float32 tensor of that shape (zero-filled);
-    `flow.Tensor(data)`: a float32 copy of a list, array or tensor (OneFlow/PyTorch style)."""
+    `flow.Tensor(data)`: a float32 copy of a list, array or tensor (OneFlow/PyTorch style);
+    on `device`, or global with `placement` and `sbp`."""
     dt = dtype or _dtypes.float32
+    where = {"device": device, "placement": placement, "sbp": sbp}
     if not args:
-        return o.zeros(0, dtype=dt)
+        return o.zeros(0, dtype=dt, **where)
     if all(isinstance(a, (int, np.integer)) for a in args):
-        return o.zeros(*args, dtype=dt)
+        return o.zeros(*args, dtype=dt, **where)
     if len(args) == 1 and isinstance(args[0], Size):
-        return o.zeros(*args[0], dtype=dt)
+        return o.zeros(*args[0], dtype=dt, **where)
     if len(args) == 1:
-        return o.tensor(args[0], dtype=dt)
+        return o.tensor(args[0], dtype=dt, **where)
     raise TypeError(f"flow.Tensor: expected sizes or one data argument, got {args!r}")
 
 

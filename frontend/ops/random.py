@@ -27,8 +27,9 @@ from flow.core.trace import current_trace
 from flow.dialect.semantics import splitmix64
 from flow.ops.basic import (
     abs,
+    created,
     full,
-    globalize,
+    like_args,
     log,
     mul,
     promote,
@@ -38,6 +39,7 @@ from flow.ops.basic import (
     to,
     where,
 )
+from flow.ops.reduction import argsort
 from flow.primitives.random import MASK64 as _MASK64
 from flow.primitives.random import random_bits
 from flow.primitives.registry import bind
@@ -267,31 +269,41 @@ def _float_dtype(op: str, dtype) -> _dtypes.dtype:
     return dt
 
 
-def rand(*size, generator: Generator | None = None, dtype=None, placement=None,
-         sbp=None) -> Tensor:  # fmt: skip
+def rand(*size, dtype=None, generator: Generator | None = None, device=None, placement=None,
+         sbp=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:  # fmt: skip
     """Uniform samples from [0, 1) of shape `size` (global with `placement` and `sbp`: the
     global value is drawn on every rank, so it does not depend on the SBP or world size)."""
     shape = shape_arg("rand", size)
     out = _uniform(shape, _float_dtype("rand", dtype), generator_arg("rand", generator))
-    return globalize(out, placement, sbp)
+    return created("rand", out, device=device, placement=placement, sbp=sbp,
+                   requires_grad=requires_grad)  # fmt: skip
 
 
-def randn(*size, generator: Generator | None = None, dtype=None, placement=None,
-          sbp=None) -> Tensor:  # fmt: skip
+def randn(*size, dtype=None, generator: Generator | None = None, device=None, placement=None,
+          sbp=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:  # fmt: skip
     """Standard normal samples of shape `size` (global with `placement` and `sbp`)."""
     shape = shape_arg("randn", size)
     out = _normal(shape, _float_dtype("randn", dtype), generator_arg("randn", generator))
-    return globalize(out, placement, sbp)
+    return created("randn", out, device=device, placement=placement, sbp=sbp,
+                   requires_grad=requires_grad)  # fmt: skip
 
 
-def rand_like(input: Tensor, *, dtype=None, generator: Generator | None = None) -> Tensor:
-    dt = _float_dtype("rand_like", input.dtype if dtype is None else dtype)
-    return _uniform(tuple(input.shape), dt, generator_arg("rand_like", generator))
+def rand_like(input: Tensor, *, dtype=None, generator: Generator | None = None, device=None,
+              placement=None, sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """`rand` of `input`'s shape, and its dtype and device (or placement and SBP) unless given."""
+    x, dt, where = like_args(input, dtype, device, placement, sbp)
+    out = _uniform(tuple(x.shape), _float_dtype("rand_like", dt),
+                   generator_arg("rand_like", generator))  # fmt: skip
+    return created("rand_like", out, requires_grad=requires_grad, **where)
 
 
-def randn_like(input: Tensor, *, dtype=None, generator: Generator | None = None) -> Tensor:
-    dt = _float_dtype("randn_like", input.dtype if dtype is None else dtype)
-    return _normal(tuple(input.shape), dt, generator_arg("randn_like", generator))
+def randn_like(input: Tensor, *, dtype=None, generator: Generator | None = None, device=None,
+               placement=None, sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """`randn` of `input`'s shape, and its dtype and device (or placement and SBP) unless given."""
+    x, dt, where = like_args(input, dtype, device, placement, sbp)
+    out = _normal(tuple(x.shape), _float_dtype("randn_like", dt),
+                  generator_arg("randn_like", generator))  # fmt: skip
+    return created("randn_like", out, requires_grad=requires_grad, **where)
 
 
 def _check_int(op: str, name: str, value) -> int:
@@ -327,28 +339,57 @@ def _randint_args(op, low, high, size):
     return low, high, size
 
 
-def randint(low=0, high=None, size=None, *, generator: Generator | None = None,
-            dtype=None) -> Tensor:  # fmt: skip
-    """Uniform integers in [low, high) of shape `size`: `randint(high, size)` or `(low, high, size)`."""
+def randint(low=0, high=None, size=None, *, dtype=None, generator: Generator | None = None,
+            device=None, placement=None, sbp=None, requires_grad: bool = False,
+            pin_memory: bool = False) -> Tensor:  # fmt: skip
+    """Uniform integers in [low, high) of shape `size`: `randint(high, size)` or
+    `randint(low, high, size)`."""
     low, high, size = _randint_args("randint", low, high, size)
     shape = shape_arg("randint", tuple(size) if isinstance(size, (tuple, list)) else (size,))
     dt = _dtypes.DEFAULT_INT if dtype is None else _dtypes.as_dtype(dtype)
-    return _randint("randint", low, high, shape, dt, generator_arg("randint", generator))
+    out = _randint("randint", low, high, shape, dt, generator_arg("randint", generator))
+    return created("randint", out, device=device, placement=placement, sbp=sbp,
+                   requires_grad=requires_grad)  # fmt: skip
 
 
 def randint_like(input: Tensor, low=0, high=None, *, dtype=None,
-                 generator: Generator | None = None) -> Tensor:  # fmt: skip
-    """`randint` with the shape (and default dtype) of `input`: `(input, high)` or `(input, low, high)`."""
+                 generator: Generator | None = None, device=None, placement=None, sbp=None,
+                 requires_grad: bool = False) -> Tensor:  # fmt: skip
+    """`randint` with the shape (and default dtype, device or placement and SBP) of `input`:
+    `(input, high)` or `(input, low, high)`."""
     if high is None:
         low, high = 0, low
-    dt = input.dtype if dtype is None else _dtypes.as_dtype(dtype)
+    x, dt, where = like_args(input, dtype, device, placement, sbp)
     gen = generator_arg("randint_like", generator)
-    return _randint("randint_like", low, high, tuple(input.shape), dt, gen)
+    out = _randint("randint_like", low, high, tuple(x.shape), dt, gen)
+    return created("randint_like", out, requires_grad=requires_grad, **where)
 
 
-def normal(mean=0.0, std=1.0, size=None, *, generator: Generator | None = None,
-           dtype=None) -> Tensor:  # fmt: skip
+def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=None,
+             placement=None, sbp=None, requires_grad: bool = False,
+             pin_memory: bool = False) -> Tensor:  # fmt: skip
+    """A random permutation of `0 .. n-1` (int64 unless `dtype` says otherwise): the order
+    that sorts one 63-bit hash per position."""
+    n = _check_int("randperm", "n", n)
+    if n < 0:
+        raise op_error("randperm", f"expected n >= 0, got {n}")
+    dt = _dtypes.int64 if dtype is None else _dtypes.as_dtype(dtype)
+    keys = _field(_bits(generator_arg("randperm", generator), (n,), _dtypes.int64), 0, 63)
+    out = to(argsort(keys), dt)
+    return created("randperm", out, device=device, placement=placement, sbp=sbp,
+                   requires_grad=requires_grad)  # fmt: skip
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator: Generator | None = None, dtype=None,
+           device=None, placement=None, sbp=None,
+           requires_grad: bool = False) -> Tensor:  # fmt: skip
     """Normal samples `mean + std * randn`: tensors broadcast, or two numbers and a `size`."""
+    out = _normal_samples(mean, std, size, generator, dtype)
+    return created("normal", out, device=device, placement=placement, sbp=sbp,
+                   requires_grad=requires_grad)  # fmt: skip
+
+
+def _normal_samples(mean, std, size, generator, dtype) -> Tensor:
     gen = generator_arg("normal", generator)
     for name, v in (("mean", mean), ("std", std)):
         if not isinstance(v, (Tensor, Real)):
@@ -389,5 +430,5 @@ TENSOR_METHODS: dict = {"bernoulli": bernoulli}
 __all__: list[str] = [
     "Generator", "default_generator", "manual_seed", "seed", "initial_seed", "get_rng_state",
     "set_rng_state", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
-    "normal", "bernoulli",
+    "randperm", "normal", "bernoulli",
 ]  # fmt: skip

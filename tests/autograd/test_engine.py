@@ -40,7 +40,7 @@ def test_backward_on_a_tensor_without_grad_is_an_error():
 
 
 def test_integer_tensors_cannot_require_grad():
-    with pytest.raises(RuntimeError, match="only tensors of floating point dtype"):
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point dtype"):
         flow.tensor([1, 2], requires_grad=True)
 
 
