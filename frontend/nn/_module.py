@@ -38,11 +38,14 @@ class Parameter(Tensor):
             data = _to_tensor(data)
         if data.is_traced:
             raise TypeError("Parameter: expected an eager tensor, got a value traced in flow.jit")
-        arr = data.numpy()
+        arr = data._data  # of a global tensor: this rank's shard, with its placement and SBP
         p = object.__new__(cls)
         p._data = arr if arr.flags.writeable else np.array(arr)
         p._value, p._trace, p._node, p.grad = None, None, None, None
         p._shape, p._dtype = data.shape, data.dtype
+        for slot in ("_dist", "_device"):
+            if getattr(data, slot, None) is not None:
+                setattr(p, slot, getattr(data, slot))
         p._requires_grad = False
         p.requires_grad = requires_grad
         return p
@@ -52,9 +55,9 @@ class Parameter(Tensor):
 
     def __deepcopy__(self, memo: dict) -> Parameter:
         if id(self) not in memo:
-            p = Parameter(_to_tensor(np.array(self._data)), self._requires_grad)
+            p = Parameter(self.detach().clone(), self._requires_grad)
             if self.grad is not None:
-                p.grad = Tensor._eager(np.array(self.grad.numpy()))
+                p.grad = self.grad.detach().clone()
             memo[id(self)] = p
         return memo[id(self)]
 
