@@ -10,6 +10,7 @@ the compiled function and it always sees their current values.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +21,31 @@ from flow.core import dtypes as _dtypes
 from flow.core.autograd import no_grad
 from flow.ops.basic import tensor as _to_tensor
 from flow.core.tensor import Tensor
+
+
+_calls: dict | None = None  # set by `recording_calls`: id(module) -> its first call's I/O
+
+
+@contextlib.contextmanager
+def recording_calls():
+    """Within it, a module's first call records the shapes and dtypes of its inputs and outputs
+    (a dict of id(module) -> (inputs, outputs), each a list of their descriptions); nn.Graph
+    records its trace to print them."""
+    global _calls
+    outer, _calls = _calls, {}
+    try:
+        yield _calls
+    finally:
+        _calls = outer
+
+
+def _describe(obj) -> list[str]:
+    """`tensor(size=(2, 3), dtype=flow.float32)` for each tensor among `obj`'s leaves."""
+    from flow.core.pytree import flatten
+
+    leaves, _ = flatten(obj if isinstance(obj, (tuple, list, dict)) else [obj])
+    return [f"tensor(size={tuple(t.shape)}, dtype={t.dtype!r})"
+            for t in leaves if isinstance(t, Tensor)]  # fmt: skip
 
 
 class Parameter(Tensor):
@@ -153,7 +179,10 @@ class Module:
 
             args = tuple(move_to_stage(stage, a) for a in args)
             kwargs = {k: move_to_stage(stage, v) for k, v in kwargs.items()}
-        return self.forward(*args, **kwargs)
+        out = self.forward(*args, **kwargs)
+        if _calls is not None:
+            _calls.setdefault(id(self), (_describe(args), _describe(out)))
+        return out
 
     # ------------------------------------------------------------------ registration
     def _require_init(self, what: str) -> None:
