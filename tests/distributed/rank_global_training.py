@@ -1,6 +1,7 @@
 """Global training on every rank: a data-parallel and a tensor-parallel MLP step (forward,
 cross-entropy, backward, SGD) against the same step on one device; `Module.to_global`;
-gradients of global leaves take the leaf's SBP; nn.Parameter of global tensors. Prints `rank R: N checks passed`."""
+gradients of global leaves take the leaf's SBP; nn.Parameter of global tensors. Prints
+`rank R: N checks passed`."""
 
 from __future__ import annotations
 
