@@ -13,6 +13,11 @@ scheduler changing them needs no recompile. Modules set as pipeline stages
 their micro-batches in a pipeline schedule. This class is the user's side (build, config,
 optimizers); what a call does is compile/graph.py's `GraphEngine`, on `flow.jit`'s staging
 path (compile/staging.py).
+
+`state_dict()` / `load_state_dict()` save and resume the whole graph (its modules by their
+names in the graph, its optimizers and schedulers, its step count); loading writes into the
+tensors the compiled steps read. `print(graph)` shows OneFlow's module tree with the
+inputs and outputs of each block once traced; `graph.ir()` the flow IR of the last step.
 """
 
 from __future__ import annotations
