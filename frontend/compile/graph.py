@@ -28,7 +28,9 @@ from flow.dialect.attr_names import MICRO_BATCH_ATTR, PHASE_ATTR, SCHEDULE_ATTR,
 from .stages import Lowered
 from .staging import ProgramCache, stage
 
-__all__ = ["GraphEngine"]
+__all__ = ["GraphEngine", "TRAIN_STEP_KEY"]
+
+TRAIN_STEP_KEY = "System-Train-TrainStep"  # OneFlow's name of a graph's step counter
 
 
 class GraphEngine:
@@ -48,6 +50,7 @@ class GraphEngine:
         self.last_lowered: Lowered | None = None
         self.stages: list = []  # placements of the pipeline stages of the last trace
         self.debug = False  # print each step's flow IR when it is compiled
+        self.step_count = 0  # calls run (training steps, in a graph with optimizers)
 
     def add_optimizer(self, optimizer, lr_sch=None) -> None:
         self.optimizers.append(optimizer)
@@ -188,8 +191,37 @@ class GraphEngine:
                 del opt.state[p]
 
     def _after_step(self) -> None:
+        self.step_count += 1
         for sch in self.schedulers:
             sch.step()
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The optimizers' and schedulers' states and the step count, by `state_keys`."""
+        from flow.ops.basic import tensor
+
+        out: dict[str, Any] = {}
+        for key, obj in self._stateful():
+            out[key] = obj.state_dict()
+        out[TRAIN_STEP_KEY] = tensor(self.step_count, dtype="int64")
+        return out
+
+    def state_keys(self) -> list[str]:
+        return [key for key, _ in self._stateful()] + [TRAIN_STEP_KEY]
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the entries of `state_dict()` that `state` has. The optimizers write the
+        values into the tensors they hold, which the compiled steps read at each call."""
+        for key, obj in self._stateful():
+            if key in state:
+                obj.load_state_dict(state[key])
+        if TRAIN_STEP_KEY in state:
+            step = state[TRAIN_STEP_KEY]
+            self.step_count = int(step.item() if isinstance(step, Tensor) else step)
+
+    def _stateful(self) -> list[tuple[str, Any]]:
+        return ([(f"_optimizer_{i}", opt) for i, opt in enumerate(self.optimizers)]
+                + [(f"_lr_scheduler_{i}", s) for i, s in enumerate(self.schedulers)])  # fmt: skip
 
 
 def _phase(phase: str, micro_batch: int, stages: list):

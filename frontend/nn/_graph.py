@@ -13,13 +13,20 @@ scheduler changing them needs no recompile. Modules set as pipeline stages
 their micro-batches in a pipeline schedule. This class is the user's side (build, config,
 optimizers); what a call does is compile/graph.py's `GraphEngine`, on `flow.jit`'s staging
 path (compile/staging.py).
+
+`state_dict()` / `load_state_dict()` save and resume the whole graph (its modules by their
+names in the graph, its optimizers and schedulers, its step count); loading writes into the
+tensors the compiled steps read. `print(graph)` shows OneFlow's module tree with the
+inputs and outputs of each block once traced; `graph.ir()` the flow IR of the last step.
 """
 
 from __future__ import annotations
 
+import functools
+
 from flow.compile.graph import GraphEngine
 
-from ._module import Module
+from ._module import Module, _describe, recording_calls
 from ._pipeline import check_stages
 
 __all__ = ["Graph", "GraphConfig"]
@@ -69,6 +76,7 @@ class Graph:
         self.target = get_target(target).name if target else None
         self._engine = GraphEngine(type(self).__name__, sync_compile=sync_compile)
         self._compiled = self._engine.programs  # the compiled steps, by call key
+        self._io = None  # the inputs and outputs of the graph and its modules, once traced
 
     # ------------------------------------------------------------------ user API
     def build(self, *args):
@@ -82,17 +90,95 @@ class Graph:
         """Print the flow IR of each step when it is compiled."""
         self._engine.debug = v_level >= 0
 
-    def __call__(self, *args):
-        return self._engine(args, build=self.build, config=self.config, target=self.target,
-                            find_stages=self._find_stages)  # fmt: skip
-
-    def __repr__(self) -> str:
+    def ir(self) -> str:
+        """The flow IR of the step compiled last (`print(graph)` shows the module tree)."""
         lowered = self._engine.last_lowered
         if lowered is None:
-            return f"{type(self).__name__}(not compiled yet; call it once to build the graph)"
-        return f"{type(self).__name__}:\n{lowered.as_text()}"
+            raise RuntimeError(f"{type(self).__name__}.ir: not compiled yet; call the graph "
+                               "once to build it")  # fmt: skip
+        return lowered.as_text()
+
+    def __call__(self, *args):
+        build = functools.wraps(self.build)(lambda *a: self._recorded_build(*a))
+        return self._engine(args, build=build, config=self.config, target=self.target,
+                            find_stages=self._find_stages)  # fmt: skip
+
+    def _recorded_build(self, *args):
+        """`build`, recording the inputs and outputs of the graph and of its modules."""
+        with recording_calls() as calls:
+            out = self.build(*args)
+        if self._io is None:  # the first micro-batch of the first trace
+            calls[id(self)] = (_describe(args), _describe(out))
+            self._io = calls
+        return out
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, destination: dict | None = None) -> dict:
+        """The whole state of the graph: each module's `state_dict()` under its name in the
+        graph, the states of its optimizers and lr schedulers, and its step count under
+        OneFlow's name for it, "System-Train-TrainStep"."""
+        out = {} if destination is None else destination
+        for name, module in self._modules():
+            out[name] = module.state_dict()
+        out.update(self._engine.state_dict())
+        return out
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
+        """Copy `state_dict()`'s entries into this graph's modules, optimizers and schedulers,
+        in place, so steps compiled already run on the loaded values. With `strict`, the
+        keys must be those of `state_dict()` (and of each module's state dict)."""
+        name = type(self).__name__
+        if not isinstance(state_dict, dict):
+            raise TypeError(f"{name}.load_state_dict: expected a dict (from state_dict()), "
+                            f"got {type(state_dict).__name__}")  # fmt: skip
+        modules = self._modules()
+        expected = [n for n, _ in modules] + self._engine.state_keys()
+        if strict:
+            missing = [k for k in expected if k not in state_dict]
+            unexpected = [k for k in state_dict if k not in expected]
+            if missing or unexpected:
+                raise KeyError(f"{name}.load_state_dict: missing keys {missing}, unexpected "
+                               f"keys {unexpected}; expected the keys {expected}")  # fmt: skip
+        for key, module in modules:
+            if key in state_dict:
+                module.load_state_dict(state_dict[key], strict=strict)
+        self._engine.load_state_dict(state_dict)
+
+    def __repr__(self) -> str:
+        """OneFlow's tree: the graph, its modules nested as in `print(module)`, and once the
+        graph has been traced the inputs and outputs of each (their shapes and dtypes)."""
+        io = self._io or {}
+        name = self._engine.name
+        inputs, outputs = io.get(id(self), ([], []))
+        lines = [f"(GRAPH:{name}:{type(self).__name__}): ("]
+        lines += _io_lines("INPUT", f"_{name}_input", inputs, 1)
+        for attr, module in self._modules():
+            lines += _module_lines(attr, module, io, 1)
+        lines += _io_lines("OUTPUT", f"_{name}_output", outputs, 1)
+        return "\n".join(lines + [")"])
+
+    def _modules(self) -> list[tuple[str, Module]]:
+        """The modules assigned to this graph, by attribute name (its blocks)."""
+        return [(attr, v) for attr, v in vars(self).items() if isinstance(v, Module)]
 
     def _find_stages(self) -> list:
         """The placements of the pipeline stages among this graph's modules, in order."""
-        modules = [(attr, v) for attr, v in vars(self).items() if isinstance(v, Module)]
-        return check_stages(type(self).__name__, modules)
+        return check_stages(type(self).__name__, self._modules())
+
+
+def _io_lines(tag: str, prefix: str, described: list[str], depth: int) -> list[str]:
+    return [f"{'  ' * depth}({tag}:{prefix}.{i}:{d})" for i, d in enumerate(described)]
+
+
+def _module_lines(path: str, module: Module, io: dict, depth: int) -> list[str]:
+    """`module`'s block in `print(graph)`: its repr head, inputs, submodules and outputs."""
+    pad = "  " * depth
+    extra = ", ".join(module.extra_repr().split("\n"))
+    inputs, outputs = io.get(id(module), ([], []))
+    lines = [f"{pad}(MODULE:{path}:{module._get_name()}({extra})): ("]
+    lines += _io_lines("INPUT", f"_{path}_input", inputs, depth + 1)
+    for name, child in module._modules.items():
+        if child is not None:
+            lines += _module_lines(f"{path}.{name}", child, io, depth + 1)
+    lines += _io_lines("OUTPUT", f"_{path}_output", outputs, depth + 1)
+    return lines + [f"{pad})"]

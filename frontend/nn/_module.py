@@ -10,6 +10,7 @@ the compiled function and it always sees their current values.
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -20,6 +21,31 @@ from flow.core import dtypes as _dtypes
 from flow.core.autograd import no_grad
 from flow.ops.basic import tensor as _to_tensor
 from flow.core.tensor import Tensor
+
+
+_calls: dict | None = None  # set by `recording_calls`: id(module) -> its first call's I/O
+
+
+@contextlib.contextmanager
+def recording_calls():
+    """Within it, a module's first call records the shapes and dtypes of its inputs and outputs
+    (a dict of id(module) -> (inputs, outputs), each a list of their descriptions); nn.Graph
+    records its trace to print them."""
+    global _calls
+    outer, _calls = _calls, {}
+    try:
+        yield _calls
+    finally:
+        _calls = outer
+
+
+def _describe(obj) -> list[str]:
+    """`tensor(size=(2, 3), dtype=flow.float32)` for each tensor among `obj`'s leaves."""
+    from flow.core.pytree import flatten
+
+    leaves, _ = flatten(obj if isinstance(obj, (tuple, list, dict)) else [obj])
+    return [f"tensor(size={tuple(t.shape)}, dtype={t.dtype!r})"
+            for t in leaves if isinstance(t, Tensor)]  # fmt: skip
 
 
 class Parameter(Tensor):
@@ -38,11 +64,14 @@ class Parameter(Tensor):
             data = _to_tensor(data)
         if data.is_traced:
             raise TypeError("Parameter: expected an eager tensor, got a value traced in flow.jit")
-        arr = data.numpy()
+        arr = data._data  # of a global tensor: this rank's shard, with its placement and SBP
         p = object.__new__(cls)
         p._data = arr if arr.flags.writeable else np.array(arr)
         p._value, p._trace, p._node, p.grad = None, None, None, None
         p._shape, p._dtype = data.shape, data.dtype
+        for slot in ("_dist", "_device"):
+            if getattr(data, slot, None) is not None:
+                setattr(p, slot, getattr(data, slot))
         p._requires_grad = False
         p.requires_grad = requires_grad
         return p
@@ -52,9 +81,9 @@ class Parameter(Tensor):
 
     def __deepcopy__(self, memo: dict) -> Parameter:
         if id(self) not in memo:
-            p = Parameter(_to_tensor(np.array(self._data)), self._requires_grad)
+            p = Parameter(self.detach().clone(), self._requires_grad)
             if self.grad is not None:
-                p.grad = Tensor._eager(np.array(self.grad.numpy()))
+                p.grad = self.grad.detach().clone()
             memo[id(self)] = p
         return memo[id(self)]
 
@@ -150,7 +179,10 @@ class Module:
 
             args = tuple(move_to_stage(stage, a) for a in args)
             kwargs = {k: move_to_stage(stage, v) for k, v in kwargs.items()}
-        return self.forward(*args, **kwargs)
+        out = self.forward(*args, **kwargs)
+        if _calls is not None:
+            _calls.setdefault(id(self), (_describe(args), _describe(out)))
+        return out
 
     # ------------------------------------------------------------------ registration
     def _require_init(self, what: str) -> None:

@@ -215,7 +215,8 @@ class Optimizer:
         return {"state": dict(sorted(state.items())), "param_groups": groups}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore `state_dict()` output onto this optimizer's parameters (same group layout)."""
+        """Restore `state_dict()` output onto this optimizer's parameters (same group layout);
+        values of state this optimizer already has land in its own tensors."""
         name = type(self).__name__
         if not isinstance(state_dict, dict) or not {"state", "param_groups"} <= state_dict.keys():
             raise ValueError(f"{name}.load_state_dict: expected a dict with 'state' and "
@@ -245,19 +246,39 @@ class Optimizer:
              "params": group["params"]}
             for saved, group in zip(saved_groups, self.param_groups)
         ]  # fmt: skip
+        self._keep_tensors(state, groups)
         self.state, self.param_groups = state, groups
+
+    def _keep_tensors(self, state: dict, groups: list[dict]) -> None:
+        """Put loaded values into the tensors this optimizer already holds where their shapes
+        agree (state entries, a 0-d learning rate), in place: a compiled step (`nn.Graph`)
+        reads those tensors, so it runs on the loaded values."""
+        with no_grad():
+            for p, loaded in state.items():
+                held = self.state.get(p, {})
+                for key, value in loaded.items():
+                    old = held.get(key)
+                    if isinstance(old, Tensor) and isinstance(value, Tensor) \
+                            and tuple(old.shape) == tuple(value.shape):  # fmt: skip
+                        loaded[key] = old.copy_(value)
+            for group, old_group in zip(groups, self.param_groups):
+                for key, value in group.items():
+                    old = old_group.get(key)
+                    if key != "params" and isinstance(old, Tensor) and old.ndim == 0 \
+                            and isinstance(_eager_value(value), (int, float)):  # fmt: skip
+                        group[key] = old.fill_(float(_eager_value(value)))
 
     def _load_value(self, p: Tensor, index: int, key: str, value):
         if not isinstance(value, (Tensor, np.ndarray)):
             return copy.deepcopy(value)
-        arr = np.array(value.numpy() if isinstance(value, Tensor) else value)
+        arr = np.array(value.numpy() if isinstance(value, Tensor) else value, order="C")
         if arr.ndim and arr.shape != tuple(p.shape):
             raise ValueError(f"{type(self).__name__}.load_state_dict: state {key!r} of parameter "
                              f"{index} has shape {list(arr.shape)}, but the parameter has shape "
                              f"{list(p.shape)}")  # fmt: skip
         if key != "step" and arr.dtype.kind == "f":
             arr = arr.astype(p.dtype.np_dtype)
-        return from_numpy(np.ascontiguousarray(arr))
+        return from_numpy(arr)  # (np.ascontiguousarray would make a 0-d step 1-d)
 
     def __repr__(self) -> str:
         lines = [f"{type(self).__name__} ("]

@@ -1,6 +1,7 @@
 """Global training on every rank: a data-parallel and a tensor-parallel MLP step (forward,
 cross-entropy, backward, SGD) against the same step on one device; `Module.to_global`;
-gradients of global leaves take the leaf's SBP. Prints `rank R: N checks passed`."""
+gradients of global leaves take the leaf's SBP; nn.Parameter of global tensors. Prints
+`rank R: N checks passed`."""
 
 from __future__ import annotations
 
@@ -85,6 +86,26 @@ for (name, _p), g, want in zip(t.named_parameters(), grads, ref_grads):
     close(g.numpy(), want.numpy(), f"TP grad of {name}")
 for p, want in zip(t.parameters(), ref.parameters()):
     close(p.numpy(), want.numpy(), "TP parameters after SGD")
+
+# ------------------------------------------------------------- nn.Parameter of global tensors
+shard = flow.tensor(ref_before[0]).to_global(pl, B).to_global(sbp=S(0))
+pw = nn.Parameter(shard)
+check(pw.is_global and pw.sbp == (S(0),) and pw.placement == pl and pw.requires_grad,
+      "nn.Parameter keeps the placement and SBP")  # fmt: skip
+close(pw.to_local().numpy(), shard.to_local().numpy(), "nn.Parameter holds this rank's shard")
+close(pw.numpy(), ref_before[0], "nn.Parameter's global value")
+check(not nn.Parameter(shard, requires_grad=False).requires_grad, "requires_grad=False kept")
+built = mlp()
+for (name, p_), want in zip(list(built.named_parameters()), ref_before):
+    layer, attr = name.split(".")
+    g = flow.tensor(want).to_global(pl, B).to_global(sbp=tp_sbp[name])
+    setattr(built[int(layer)], attr, nn.Parameter(g))
+check([p.sbp for p in built.parameters()] == [(tp_sbp[n],) for n, _ in built.named_parameters()],
+      "a model built from global Parameters is tensor parallel")  # fmt: skip
+loss, grads = step(built, xb, yb)
+close(loss.numpy(), ref_loss.numpy(), "loss of the model built from global Parameters")
+for p, want in zip(built.parameters(), ref.parameters()):
+    close(p.numpy(), want.numpy(), "global Parameters after SGD")
 
 # ------------------------------------------------------------- autograd details
 a = flow.tensor(X, requires_grad=True)

@@ -81,12 +81,13 @@ def test_gradient_accumulation_matches_the_full_batch_step():
         graph(X[:6], Y[:6])
 
 
-def test_graph_prints_its_ir_and_validates_config():
+def test_graph_shows_its_ir_and_validates_config():
     w, b = _params()
     graph = Regression(w, b, optim.SGD([w, b], lr=0.1))
-    assert "not compiled yet" in repr(graph)
+    with pytest.raises(RuntimeError, match="not compiled yet"):
+        graph.ir()
     graph(X, Y)
-    text = repr(graph)
+    text = graph.ir()
     assert "func.func @Regression(%x: tensor<8x4xf32>, %y: tensor<8x1xf32>" in text
     assert "flow.matmul" in text
     with pytest.raises(ValueError, match="expected an int >= 1"):

@@ -381,3 +381,22 @@ def test_load_state_dict_assign_takes_the_tensors():
     fc.load_state_dict({"weight": w, "bias": flow.zeros(2)}, assign=True)
     assert isinstance(fc.weight, nn.Parameter) and fc.weight.requires_grad
     assert np.shares_memory(fc.weight.numpy(), w.numpy())
+
+
+def test_parameter_of_a_global_tensor_keeps_placement_and_sbp():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    placement = flow.placement("cpu", ranks=[0])
+    x = flow.tensor(a).to_global(placement=placement, sbp=flow.sbp.split(0))
+    p = nn.Parameter(x)
+    assert p.is_global and p.placement == placement and p.sbp == (flow.sbp.split(0),)
+    assert p.requires_grad and tuple(p.shape) == (3, 4)
+    np.testing.assert_array_equal(p.to_local().numpy(), a)
+    frozen = nn.Parameter(x.to_global(sbp=flow.sbp.broadcast), requires_grad=False)
+    assert frozen.sbp == (flow.sbp.broadcast,) and not frozen.requires_grad
+    # A module holding it trains it as a global tensor: the gradient is global too.
+    (p * p).sum().backward()
+    assert p.grad.is_global and p.grad.placement == placement
+    np.testing.assert_allclose(p.grad.numpy(), 2 * a)
+    twin = copy.deepcopy(p)
+    assert twin.is_global and twin.sbp == p.sbp and twin is not p
+    np.testing.assert_array_equal(twin.numpy(), a)
