@@ -291,19 +291,23 @@ def randn(*size, dtype=None, generator: Generator | None = None, device=None, pl
 def rand_like(input: Tensor, *, dtype=None, generator: Generator | None = None, device=None,
               placement=None, sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
     """`rand` of `input`'s shape, and its dtype and device (or placement and SBP) unless given."""
-    x, dt, where = like_args(input, dtype, device, placement, sbp)
-    out = _uniform(tuple(x.shape), _float_dtype("rand_like", dt),
-                   generator_arg("rand_like", generator))  # fmt: skip
-    return created("rand_like", out, requires_grad=requires_grad, **where)
+    return _float_like("rand_like", _uniform, input, dtype, generator, device, placement, sbp,
+                       requires_grad)  # fmt: skip
 
 
 def randn_like(input: Tensor, *, dtype=None, generator: Generator | None = None, device=None,
                placement=None, sbp=None, requires_grad: bool = False) -> Tensor:  # fmt: skip
     """`randn` of `input`'s shape, and its dtype and device (or placement and SBP) unless given."""
+    return _float_like("randn_like", _normal, input, dtype, generator, device, placement, sbp,
+                       requires_grad)  # fmt: skip
+
+
+def _float_like(op: str, sample, input, dtype, generator, device, placement, sbp,
+                requires_grad: bool) -> Tensor:  # fmt: skip
+    """`sample(shape, dtype, generator)` of `input`'s shape, with its `like_args` defaults."""
     x, dt, where = like_args(input, dtype, device, placement, sbp)
-    out = _normal(tuple(x.shape), _float_dtype("randn_like", dt),
-                  generator_arg("randn_like", generator))  # fmt: skip
-    return created("randn_like", out, requires_grad=requires_grad, **where)
+    out = sample(tuple(x.shape), _float_dtype(op, dt), generator_arg(op, generator))
+    return created(op, out, requires_grad=requires_grad, **where)
 
 
 def _check_int(op: str, name: str, value) -> int:

@@ -159,13 +159,18 @@ def test_cuda_without_a_gpu_gives_the_error_to_gives(name):
     assert str(got.value) == str(want.value)
 
 
-@pytest.mark.skipif("vulkan" not in available(), reason="no Vulkan device here")
-def test_a_device_places_the_result_like_to_does():
-    vk = flow.zeros(1).to("vulkan").device
+# the non-cpu devices usable here: on a CUDA machine the placement is checked on cuda too
+DEVICES = [d for d in ("cuda", "vulkan") if d in available()]
+
+
+@pytest.mark.skipif(not DEVICES, reason="no cuda or Vulkan device here")
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_device_places_the_result_like_to_does(device):
+    vk = flow.zeros(1).to(device).device
     for name in sorted(FLOAT_CASES):
-        out = make(name, device="vulkan", requires_grad=True)
+        out = make(name, device=device, requires_grad=True)
         assert out.device == vk and out.is_leaf, name
-    x = flow.tensor(X).to("vulkan")
+    x = flow.tensor(X).to(device)
     assert flow.zeros_like(x).device == vk and flow.randn_like(x).device == vk
     assert flow.full_like(x, 1.0, device="cpu").device == flow.device("cpu")
 
