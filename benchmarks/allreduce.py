@@ -35,19 +35,22 @@ def program(n: int) -> str:
 {collectives.declare("all_reduce_sum_inplace", t)}
 func.func @all_reduce(%x: {t}) -> {t} {{
   %g = arith.constant 0 : i32
-  %y = func.call @{sym}(%x, %g) : ({t}, i32) -> {t}
+  %t = arith.constant 0 : i32
+  %y, %t1 = func.call @{sym}(%x, %t, %g) : ({t}, i32, i32) -> ({t}, i32)
   return %y : {t}
 }}
 func.func @double_all_reduce(%x: {t}) -> {t} {{
   %g = arith.constant 0 : i32
   %d = arith.addf %x, %x : {t}
-  %y = func.call @{sym}(%d, %g) : ({t}, i32) -> {t}
+  %t = arith.constant 0 : i32
+  %y, %t1 = func.call @{sym}(%d, %t, %g) : ({t}, i32, i32) -> ({t}, i32)
   return %y : {t}
 }}
 func.func @double_all_reduce_inplace(%x: {t}) -> {t} {{
   %g = arith.constant 0 : i32
   %d = arith.addf %x, %x : {t}
-  %y = func.call @{sym_in}(%d, %g) : ({t}, i32) -> {t}
+  %t = arith.constant 0 : i32
+  %y, %t1 = func.call @{sym_in}(%d, %t, %g) : ({t}, i32, i32) -> ({t}, i32)
   return %y : {t}
 }}
 """

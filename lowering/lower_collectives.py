@@ -7,7 +7,13 @@ documented in `flow.targets.collectives`), declared once per name at module
 level as `func.func private @comm.<collective>.<types>`:
 
     %g = arith.constant 1 : i32
-    %y = func.call @comm.all_reduce_sum.8x6xf32(%x, %g) : (tensor<8x6xf32>, i32) -> tensor<8x6xf32>
+    %y, %t1 = func.call @comm.all_reduce_sum.8x6xf32(%x, %t0, %g)
+        : (tensor<8x6xf32>, i32, i32) -> (tensor<8x6xf32>, i32)
+
+Each call takes the i32 token the previous call of its function returned (0 for the first)
+and returns the next: the chain keeps the calls in program order in IREE, so that every rank
+enters its collectives in one order (IREE reorders independent calls, and differently on
+ranks whose pieces differ in shape, which would leave ranks waiting in different collectives).
 
 The ABI works on dim 0; other dims are moved there and back with
 `flow.transpose` (which `flow-fold-transposes` cancels where it can).
@@ -19,8 +25,7 @@ the concat dim followed by a local slice along the split dim.
 become a `flow.slice` of rank R's balanced piece, and the value itself on the
 first rank of the group or `flow.full 0` elsewhere. `flow.send` / `flow.recv`
 address world ranks: they use group 0 (all ranks) and their tag (default 0;
-messages between two ranks with one tag arrive in program order), and pass an
-i32 token from each to the next, which keeps them in program order in IREE.
+messages between two ranks with one tag arrive in program order).
 
 Groups: each (placement, mesh axis) pair the program uses names the group of
 ranks that contains R (`rank_groups`); the groups are numbered 1, 2, ... in
@@ -67,9 +72,6 @@ __all__ = [
     "comm_symbol", "lower_collectives",
 ]  # fmt: skip
 
-_NO_RESULT = {"send", "barrier"}
-
-
 def comm_symbol(
     name: str, operand: Attribute | None = None, result: Attribute | None = None
 ) -> str:
@@ -91,7 +93,7 @@ class CommLowering(CollectiveLowering):
         self.group_ids: dict[tuple[PlacementAttr, int], int] = {}
         self.declared: dict[str, func.FuncOp] = {}
         self.tokens: dict[Block, SSAValue] = {}
-        """Per function body: the token of its last send / recv (see `p2p`)."""
+        """Per function body: the token of its last call (see `call`)."""
 
     def group(self, op: dd.MeshAxisOp) -> int:
         """The id of the group of `op`'s placement and axis that holds this rank."""
@@ -105,44 +107,43 @@ class CommLowering(CollectiveLowering):
         return self.group_ids[key]
 
     def call(
-        self, name: str, x: SSAValue | None, result: TensorType | None, ints: list[int]
+        self,
+        name: str,
+        x: SSAValue,
+        result: TensorType | None,
+        ints: list[int],
+        group: int | None = WORLD,
     ) -> SSAValue | None:
-        """Call import `name` on `x` and the i32 arguments `ints` (the group id last)."""
-        operand = x.type if x is not None else None
-        symbol = comm_symbol(name, operand, result if name not in _NO_RESULT else None)
-        results = [] if result is None else [result]
+        """Call import `name` on `x`, the i32 arguments `ints`, the token of the enclosing
+        block's previous call (0 before the first) and `group` (`None`: the import takes
+        none); returns the tensor result, if any. Every call returns a token that the next
+        one takes: the chain makes the calls data-dependent, so IREE keeps them in program
+        order, and so every rank enters its collectives in the same order (IREE otherwise
+        reorders independent calls, differently on ranks whose pieces differ in shape)."""
+        assert self.at is not None and self.at.parent is not None
+        block = self.at.parent
+        symbol = comm_symbol(name, x.type, result)
+        results = ([result] if result is not None else []) + [i32]
+        after = self.tokens.get(block)
+        args = [x, *(self.constant(v) for v in ints)]
+        args.append(self.constant(0) if after is None else after)
+        if group is not None:
+            args.append(self.constant(group))
         if symbol not in self.declared:
-            inputs = ([operand] if operand is not None else []) + [i32] * len(ints)
+            inputs = [a.type for a in args]
             self.declared[symbol] = func.FuncOp.external(symbol, inputs, results)
-        args = ([x] if x is not None else []) + [self.constant(v) for v in ints]
         call = self.emit(func.CallOp(symbol, args, results))
-        return call.results[0] if results else None
+        self.tokens[block] = call.results[-1]
+        return call.results[0] if result is not None else None
 
     def collective(self, name: str, x: SSAValue, result: TensorType, group: int) -> SSAValue:
-        y = self.call(name, x, result, [group])
+        y = self.call(name, x, result, [], group)
         assert y is not None
         return y
 
-    def token(self) -> SSAValue:
-        """The token of the enclosing block's last send / receive / fence (0 before the first)."""
-        assert self.at is not None and self.at.parent is not None
-        after = self.tokens.get(self.at.parent)
-        return self.constant(0) if after is None else after
-
     def p2p(self, name: str, x: SSAValue, result: TensorType | None, peer: int, tag: int):
-        """A send (`result` None) or receive (`x` gives its type), chained to the previous
-        one by an i32 token so that the compiler keeps them in program order."""
-        operand = x.type
-        symbol = comm_symbol(name, operand, result)
-        results = ([result] if result is not None else []) + [i32]
-        if symbol not in self.declared:
-            self.declared[symbol] = func.FuncOp.external(symbol, [operand] + [i32] * 4, results)
-        after = self.token()
-        args = [x, self.constant(peer), self.constant(tag), after, self.constant(WORLD)]
-        call = self.emit(func.CallOp(symbol, args, results))
-        assert self.at is not None and self.at.parent is not None
-        self.tokens[self.at.parent] = call.results[-1]
-        return call.results[0] if result is not None else None
+        """A send (`result` None) or receive (`x` gives its type) between world ranks."""
+        return self.call(name, x, result, [peer, tag])
 
     def send(self, op: dd.SendOp) -> None:
         self.p2p("send", op.operand, None, op.peer.value.data, dd.message_tag(op))
@@ -154,15 +155,9 @@ class CommLowering(CollectiveLowering):
         return value
 
     def fence(self, op: dd.FenceOp) -> None:
-        """A comm.fence call per value: each computed before the next send / receive / fence."""
+        """A comm.fence call per value: each computed before the next call."""
         for x in op.values:
-            symbol = comm_symbol("fence", x.type)
-            if symbol not in self.declared:
-                self.declared[symbol] = func.FuncOp.external(symbol, [x.type, i32], [i32])
-            after = self.token()
-            assert self.at is not None and self.at.parent is not None
-            token = self.emit(func.CallOp(symbol, [x, after], [i32])).results[0]
-            self.tokens[self.at.parent] = token
+            self.call("fence", x, None, [], None)
 
     def finish(self) -> None:
         """Declare the imports called, once each."""

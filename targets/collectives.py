@@ -1,7 +1,7 @@
 """flow's collectives over MPI, for compiled programs and for eager code: one implementation.
 
 Compiled per-rank programs call collectives as imports of the ``comm`` runtime module, e.g.
-``func.call @comm.all_reduce_sum.4x8xf32(%x, %group)``; ``flow.targets.load(vmfb, target)``
+``func.call @comm.all_reduce_sum.4x8xf32(%x, %token, %group)``; ``flow.targets.load(vmfb, target)``
 links that module in when the program imports from it. Eager code (global tensors' boxing)
 calls the same collectives on numpy arrays, over a group of world ranks::
 

@@ -4,8 +4,10 @@ IREE's CPU drivers have no collective channels, so a per-rank program calls coll
 imports of a runtime module named ``comm`` (:mod:`flow.targets.comm_module` implements it over
 MPI), declared once per name at module level::
 
-    func.func private @comm.all_reduce_sum.4x8xf32(tensor<4x8xf32>, i32) -> tensor<4x8xf32>
-    %y = func.call @comm.all_reduce_sum.4x8xf32(%x, %group) : (tensor<4x8xf32>, i32) -> ...
+    func.func private @comm.all_reduce_sum.4x8xf32(tensor<4x8xf32>, i32, i32)
+        -> (tensor<4x8xf32>, i32)
+    %y, %t1 = func.call @comm.all_reduce_sum.4x8xf32(%x, %t0, %group)
+        : (tensor<4x8xf32>, i32, i32) -> (tensor<4x8xf32>, i32)
 
 The runtime implements these imports, so it owns their names: ``flow-lower-collectives``
 spells its calls with :func:`import_name`. This module imports nothing but the standard
@@ -21,37 +23,38 @@ program uses a result, IREE checks its shape and type against the declaration.
 The ABI (every import is synchronous; ``group`` is an i32 id, 0 = all ranks, others from the
 program's group table or :func:`~flow.targets.groups.register_group`; ranks named in arguments
 are ranks *within* the group; "dim 0" is the leading dimension, other dimensions are the
-caller's transposes):
+caller's transposes; every import also takes ``after`` and returns a token, see below):
 
-==================================  =====================================================
-``all_reduce_{op}(x, group)``       ``op`` in sum, max, min, prod; result shaped like ``x``
-``all_reduce_{op}_inplace(x, g)``   same, reduced into ``x``'s buffer: only when ``x`` is
-                                    dead after the call (not a function argument, not a
-                                    constant, no later use); otherwise use the above
-``all_gather(x, group)``            concatenation of every rank's ``x`` along dim 0, in group
-                                    rank order; dim 0 may differ between ranks
-``reduce_scatter_{op}(x, group)``   reduce, then split along dim 0: rank ``r`` keeps block ``r``
-                                    of the balanced split (``n // G`` rows, one more for the
-                                    first ``n % G`` ranks); ``x`` has the same shape on all ranks
-``all_to_all(x, group)``            split ``x`` along dim 0 (balanced split, block ``j`` to rank
-                                    ``j``), concatenate the received blocks along dim 0 in
-                                    source rank order
-``broadcast(x, root, group)``       the root's ``x`` on every rank; elsewhere ``x`` only gives
-                                    the shape and element type
-``send(x, peer, tag, after, g)``    returns an i32 token at once: ``x`` is copied and sent
-                                    in the background, so two ranks may both send first;
-                                    messages between two ranks with one tag arrive in order
-``recv(like, peer, tag, after, g)`` a tensor shaped like ``like`` (contents ignored), and a
-                                    token
-``fence(x, after)``                  returns a token once ``x`` is computed (no data moves):
-                                    ties compute into the chain of sends and receives
-``barrier(group)``                  no tensor, no result
-==================================  =====================================================
+====================================  ============================================================
+``all_reduce_{op}(x, after, g)``      ``op`` in sum, max, min, prod; result shaped like ``x``
+``all_reduce_{op}_inplace(...)``      same, reduced into ``x``'s buffer: only when ``x`` is
+                                      dead after the call (not a function argument, not a
+                                      constant, no later use); otherwise use the above
+``all_gather(x, after, group)``       concatenation of every rank's ``x`` along dim 0, in group
+                                      rank order; dim 0 may differ between ranks
+``reduce_scatter_{op}(x, after, g)``  reduce, then split along dim 0: rank ``r`` keeps block
+                                      ``r`` of the balanced split (``n // G`` rows, one more for
+                                      the first ``n % G`` ranks); ``x`` has one shape on all ranks
+``all_to_all(x, after, group)``       split ``x`` along dim 0 (balanced split, block ``j`` to rank
+                                      ``j``), concatenate the received blocks along dim 0 in
+                                      source rank order
+``broadcast(x, root, after, g)``      the root's ``x`` on every rank; elsewhere ``x`` only gives
+                                      the shape and element type
+``send(x, peer, tag, after, g)``      returns at once: ``x`` is copied and sent in the
+                                      background, so two ranks may both send first; messages
+                                      between two ranks with one tag arrive in order
+``recv(like, peer, tag, after, g)``   a tensor shaped like ``like`` (contents ignored)
+``fence(x, after)``                   returns once ``x`` is computed (no data moves): ties
+                                      compute into the chain of calls
+``barrier(after, group)``             no tensor
+====================================  ============================================================
 
-``after`` is the token of the previous send, receive or fence (any i32 for the first): the chain
-makes the program's point-to-point calls data-dependent, so the compiler keeps them in
-program order (it may otherwise hoist a receive, which waits, above a send that a peer
-needs first). The token returned is ``after + 1``.
+Results are the tensor (when there is one), then an i32 token, ``after + 1``. ``after`` is the
+token of the function's previous call (any i32 for the first): the chain makes the calls
+data-dependent, so the compiler keeps them in program order. Without it IREE reorders
+independent calls, and differently on ranks whose pieces differ in shape, so that ranks
+would wait in different collectives; it could also hoist a receive, which waits, above a send
+that a peer needs first.
 
 Results live in fresh buffers (never aliasing an operand), except the ``_inplace`` variants.
 Element types: f16, bf16, f32, f64 and 8- to 64-bit integers; data movement works on bytes
@@ -81,36 +84,35 @@ REDUCE_OPS = ("sum", "max", "min", "prod")
 @dataclass(frozen=True)
 class Signature:
     """One import of the ``comm`` module: its name, the i32 arguments after the tensor (the
-    group id last), whether it takes a tensor and returns one (and an ordering token, after
-    the tensor)."""
+    ``after`` token, then the group id, last), whether it takes a tensor and returns one
+    (every import returns a token, after the tensor)."""
 
     name: str
     int_args: tuple[str, ...]
     takes_tensor: bool
     returns_tensor: bool
-    returns_token: bool = False
 
     @property
     def cconv(self) -> str:
         """IREE VM calling convention: ``r`` = buffer view, ``i`` = i32, ``v`` = nothing."""
         args = ("r" if self.takes_tensor else "") + "i" * len(self.int_args)
-        results = ("r" if self.returns_tensor else "") + ("i" if self.returns_token else "")
-        return f"0{args}_{results or 'v'}"
+        return f"0{args}_{'r' if self.returns_tensor else ''}i"
 
 
+_ORDERED = ("after", "group")
 SIGNATURES: dict[str, Signature] = {
     s.name: s
     for s in (
-        *(Signature(f"all_reduce_{op}{sfx}", ("group",), True, True)
+        *(Signature(f"all_reduce_{op}{sfx}", _ORDERED, True, True)
           for op in REDUCE_OPS for sfx in ("", "_inplace")),
-        *(Signature(f"reduce_scatter_{op}", ("group",), True, True) for op in REDUCE_OPS),
-        Signature("all_gather", ("group",), True, True),
-        Signature("all_to_all", ("group",), True, True),
-        Signature("broadcast", ("root", "group"), True, True),
-        Signature("send", ("peer", "tag", "after", "group"), True, False, True),
-        Signature("recv", ("peer", "tag", "after", "group"), True, True, True),
-        Signature("fence", ("after",), True, False, True),
-        Signature("barrier", ("group",), False, False),
+        *(Signature(f"reduce_scatter_{op}", _ORDERED, True, True) for op in REDUCE_OPS),
+        Signature("all_gather", _ORDERED, True, True),
+        Signature("all_to_all", _ORDERED, True, True),
+        Signature("broadcast", ("root", *_ORDERED), True, True),
+        Signature("send", ("peer", "tag", *_ORDERED), True, False),
+        Signature("recv", ("peer", "tag", *_ORDERED), True, True),
+        Signature("fence", ("after",), True, False),
+        Signature("barrier", _ORDERED, False, False),
     )
 }  # fmt: skip
 """Every import of the ``comm`` module, by name (the order the runtime exports them in)."""
@@ -152,14 +154,8 @@ def declare(name: str, tensor_type: str | None = None, result_type: str | None =
     if c.takes_tensor and tensor_type is None:
         raise ValueError(f"{name} takes a tensor: pass its type")
     args = ([tensor_type] if c.takes_tensor else []) + ["i32"] * len(c.int_args)
-    results = ([result_type or tensor_type] if c.returns_tensor else []) + (
-        ["i32"] if c.returns_token else []
-    )
-    result = ""
-    if len(results) == 1:
-        result = f" -> {results[0]}"
-    elif results:
-        result = f" -> ({', '.join(results)})"
+    results = ([result_type or tensor_type] if c.returns_tensor else []) + ["i32"]
+    result = f" -> {results[0]}" if len(results) == 1 else f" -> ({', '.join(results)})"
     symbol = import_name(name, tensor_type if c.takes_tensor else None, result_type)
     return f"func.func private @{symbol}({', '.join(args)}){result}"
 

@@ -62,8 +62,8 @@ class _CommModule:
 
 
 def _all_reduce(
-    self: _CommModule, op: str, ref: rt.VmRef, group: int, *, inplace: bool = False
-) -> Any:
+    self: _CommModule, op: str, ref: rt.VmRef, after: int, group: int, *, inplace: bool = False
+) -> tuple[Any, int]:
     comm = self.member(group)
     src = self.buffers.view(ref)
     dt = dtype_of(src)
@@ -71,10 +71,12 @@ def _all_reduce(
     dst = src if inplace else self.buffers.new(src.shape, src.element_type, src.byte_length)
     a, b = self.buffers.array(src, dt), self.buffers.array(dst, dt)
     ac.reduce(comm, a, b, op, inplace=inplace)
-    return dst.ref
+    return dst.ref, after + 1
 
 
-def _reduce_scatter(self: _CommModule, op: str, ref: rt.VmRef, group: int) -> Any:
+def _reduce_scatter(
+    self: _CommModule, op: str, ref: rt.VmRef, after: int, group: int
+) -> tuple[Any, int]:
     comm = self.member(group)
     src = self.buffers.view(ref)
     dt = dtype_of(src)
@@ -84,14 +86,14 @@ def _reduce_scatter(self: _CommModule, op: str, ref: rt.VmRef, group: int) -> An
     nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     dst = self.buffers.new(shape, src.element_type, nbytes)
     ac.reduce_scatter_rows(comm, self.buffers.array(src, dt), self.buffers.array(dst, dt), op)
-    return dst.ref
+    return dst.ref, after + 1
 
 
 # ---------------------------------------------------------------------------------------------
 # Data movement (on bytes: any element type).
 
 
-def _all_gather(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
+def _all_gather(self: _CommModule, ref: rt.VmRef, after: int, group: int) -> tuple[Any, int]:
     comm = self.member(group)
     src = self.buffers.view(ref)
     row = row_bytes(src)
@@ -102,10 +104,10 @@ def _all_gather(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
         return self.buffers.array(made[0])
 
     ac.all_gather_rows(comm, self.buffers.array(src), src.shape[0], row, alloc)
-    return made[0].ref
+    return made[0].ref, after + 1
 
 
-def _all_to_all(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
+def _all_to_all(self: _CommModule, ref: rt.VmRef, after: int, group: int) -> tuple[Any, int]:
     comm = self.member(group)
     src = self.buffers.view(ref)
     row = row_bytes(src)
@@ -116,10 +118,12 @@ def _all_to_all(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
     dst = self.buffers.new([total, *src.shape[1:]], src.element_type, total * row)
     send, recv = (send_rows * row).tolist(), (recv_rows * row).tolist()
     ac.exchange_bytes(comm, self.buffers.array(src), send, recv, self.buffers.array(dst))
-    return dst.ref
+    return dst.ref, after + 1
 
 
-def _broadcast(self: _CommModule, ref: rt.VmRef, root: int, group: int) -> Any:
+def _broadcast(
+    self: _CommModule, ref: rt.VmRef, root: int, after: int, group: int
+) -> tuple[Any, int]:
     comm = self.member(group)
     _check_peer(comm, root, "broadcast root")
     src = self.buffers.view(ref)
@@ -128,7 +132,7 @@ def _broadcast(self: _CommModule, ref: rt.VmRef, root: int, group: int) -> Any:
     if comm.rank == root:
         b[...] = self.buffers.array(src)
     comm.Bcast(b, root=root)
-    return dst.ref
+    return dst.ref, after + 1
 
 
 # Sends in flight: (request, the copy it sends, communicator, peer). Completed ones are dropped
@@ -181,8 +185,9 @@ def _fence(self: _CommModule, ref: rt.VmRef, after: int) -> int:
     return after + 1  # the call itself waits for `ref`: the runtime passes it when computed
 
 
-def _barrier(self: _CommModule, group: int) -> None:
+def _barrier(self: _CommModule, after: int, group: int) -> int:
     self.member(group).Barrier()
+    return after + 1
 
 
 def _check_peer(comm: Any, rank: int, what: str) -> None:
@@ -205,8 +210,8 @@ class Collective(Signature):
 def _reducer(fn: Callable[..., Any], op: str, **kw: Any) -> Callable[..., Any]:
     """``fn`` with the reduction ``op`` (and keywords) bound, as an import implementation."""
 
-    def impl(self: _CommModule, ref: rt.VmRef, group: int) -> Any:
-        return fn(self, op, ref, group, **kw)
+    def impl(self: _CommModule, ref: rt.VmRef, after: int, group: int) -> tuple[Any, int]:
+        return fn(self, op, ref, after, group, **kw)
 
     impl.__name__ = f"{fn.__name__.lstrip('_')}_{op}"
     return impl

@@ -52,21 +52,20 @@ def collective_program(world: int) -> str:
     decls: set[str] = set()
     fns: list[str] = []
 
-    def call(res: str, name: str, x: tuple[str, str], ints: list[str], rtype: str | None) -> str:
-        types = (x[1], rtype) if x[0] else ()
+    def call(res: str, name: str, x: tuple[str, str], ints: list[str], rtype: str | None,
+             after: str = "t0") -> str:
+        """A call of import `name` on `x` (none when its name is empty), the i32 arguments
+        `ints` (the group last) and the token `after` before the group; `res` names its
+        results (the tensor, if any, then the token)."""
+        types = (x[1], rtype) if x[0] and rtype else (x[1],) if x[0] else ()
         decls.add(declare(name, *types))
-        operands = ([x] if x[0] else []) + [(i, "i32") for i in ints]
-        return _call(res, import_name(name, *types), operands, rtype or "")
-
-    def p2p(res: str, name: str, x: tuple[str, str], after: str, rtype: str | None) -> str:
-        """A send / recv: (peer, tag, token, group); `res` names its results."""
-        types = (x[1], rtype) if rtype else (x[1],)
-        decls.add(declare(name, *types))
-        operands = [x, ("peer", "i32"), ("tag", "i32"), (after, "i32"), ("g", "i32")]
+        *head, group = [(i, "i32") for i in ints]
+        operands = ([x] if x[0] else []) + head + [(after, "i32"), group]
         out = f"({rtype}, i32)" if rtype else "i32"
         return _call(res, import_name(name, *types), operands, out)
 
     g = ("g", "i32")
+    zero = "%t0 = arith.constant 0 : i32"  # the first call's token
     # fmt: off
     shapes = {  # collective -> (operand rows, result rows)
         "all_gather": (ROWS, ROWS * world),
@@ -79,47 +78,48 @@ def collective_program(world: int) -> str:
         for ty in types:
             t, tr = _t(rows, ty), _t(out_rows, ty)
             fns.append(_fn(f"{name}_{ty}", [("x", t), *[(i, "i32") for i in ints]],
-                           [call("y", name, ("x", t), ints, tr)], [("y", tr)]))
+                           [zero, call("y, %t1", name, ("x", t), ints, tr)], [("y", tr)]))
     t = _t(ROWS, "f32")
     # In place on a dead intermediate; the argument itself must come back unchanged.
     fns.append(_fn("all_reduce_sum_inplace", [("x", t), g],
-                   ["%d = arith.addf %x, %x : " + t,
-                    call("y", "all_reduce_sum_inplace", ("d", t), ["g"], t)],
+                   [zero, "%d = arith.addf %x, %x : " + t,
+                    call("y, %t1", "all_reduce_sum_inplace", ("d", t), ["g"], t)],
                    [("y", t), ("x", t)]))
     # The operand of a non-in-place collective is still used afterwards.
     fns.append(_fn("all_reduce_keeps_operand", [("x", t), g],
-                   ["%d = arith.addf %x, %x : " + t,
-                    call("y", "all_reduce_sum", ("d", t), ["g"], t),
+                   [zero, "%d = arith.addf %x, %x : " + t,
+                    call("y, %t1", "all_reduce_sum", ("d", t), ["g"], t),
                     "%z = arith.addf %y, %d : " + t],
                    [("z", t), ("d", t)]))
     # Point to point: even ranks send first, odd ranks receive first.
-    # Each passes an ordering token to the next (the first gets a constant).
+    # Each passes its ordering token to the next.
     p = [("peer", "i32"), ("tag", "i32"), g]
-    zero = "%t0 = arith.constant 0 : i32"
+    pt = ["peer", "tag", "g"]
     fns.append(_fn("send_then_recv", [("x", t), *p],
-                   [zero, p2p("t1", "send", ("x", t), "t0", None),
+                   [zero, call("t1", "send", ("x", t), pt, None),
                     f"%like = tensor.empty() : {t}",
-                    p2p("y, %t2", "recv", ("like", t), "t1", t)], [("y", t)]))
+                    call("y, %t2", "recv", ("like", t), pt, t, "t1")], [("y", t)]))
     fns.append(_fn("recv_then_send", [("x", t), *p],
                    [zero, f"%like = tensor.empty() : {t}",
-                    p2p("y, %t1", "recv", ("like", t), "t0", t),
-                    p2p("t2", "send", ("x", t), "t1", None)], [("y", t)]))
+                    call("y, %t1", "recv", ("like", t), pt, t),
+                    call("t2", "send", ("x", t), pt, None, "t1")], [("y", t)]))
     # Both ranks send first: 2 MiB, above MPI's eager limit, so sends must not wait for receives.
     tb = "tensor<512x1024xf32>"
     fns.append(_fn("exchange", [("x", tb), *p],
-                   [zero, p2p("t1", "send", ("x", tb), "t0", None),
+                   [zero, call("t1", "send", ("x", tb), pt, None),
                     f"%like = tensor.empty() : {tb}",
-                    p2p("y, %t2", "recv", ("like", tb), "t1", tb)], [("y", tb)]))
+                    call("y, %t2", "recv", ("like", tb), pt, tb, "t1")], [("y", tb)]))
     # The type-erased form: one !hal.buffer_view declaration, export/import around the call.
-    decls.add("func.func private @comm.all_reduce_sum(!hal.buffer_view, i32) -> !hal.buffer_view")
+    bv = "!hal.buffer_view"
+    decls.add(f"func.func private @comm.all_reduce_sum({bv}, i32, i32) -> ({bv}, i32)")
     fns.append(_fn("all_reduce_sum_buffer_view", [("x", t), g], [
-        f"%d = arith.addf %x, %x : {t}",
-        f"%v = hal.tensor.export %d : {t} -> !hal.buffer_view",
-        "%r = func.call @comm.all_reduce_sum(%v, %g) : (!hal.buffer_view, i32) -> !hal.buffer_view",
+        zero, f"%d = arith.addf %x, %x : {t}",
+        f"%v = hal.tensor.export %d : {t} -> {bv}",
+        f"%r, %t1 = func.call @comm.all_reduce_sum(%v, %t0, %g) : ({bv}, i32, i32) -> ({bv}, i32)",
         f"%y = hal.tensor.import %r : !hal.buffer_view -> {t}",
         f"%z = arith.addf %y, %x : {t}",
     ], [("z", t)]))
-    fns.append(_fn("barrier", [("x", t), g], [call("", "barrier", ("", ""), ["g"], None)],
+    fns.append(_fn("barrier", [("x", t), g], [zero, call("t1", "barrier", ("", ""), ["g"], None)],
                    [("x", t)]))
     # Uneven (balanced) splits: N = 2G + 1 rows.
     n = 2 * world + 1
@@ -127,12 +127,14 @@ def collective_program(world: int) -> str:
         mine = n // world + (1 if r < n % world else 0)
         tn, tm = _t(n, "f32"), _t(mine, "f32")
         fns.append(_fn(f"reduce_scatter_uneven_r{r}", [("x", tn), g],
-                       [call("y", "reduce_scatter_sum", ("x", tn), ["g"], tm)], [("y", tm)]))
+                       [zero, call("y, %t1", "reduce_scatter_sum", ("x", tn), ["g"], tm)],
+                       [("y", tm)]))
         fns.append(_fn(f"all_to_all_uneven_r{r}", [("x", tn), g],
-                       [call("y", "all_to_all", ("x", tn), ["g"], _t(mine * world, "f32"))],
+                       [zero, call("y, %t1", "all_to_all", ("x", tn), ["g"],
+                                  _t(mine * world, "f32"))],
                        [("y", _t(mine * world, "f32"))]))
         tl = _t(3 if r == 0 else 2, "f32")
         fns.append(_fn(f"all_gather_uneven_r{r}", [("x", tl), g],
-                       [call("y", "all_gather", ("x", tl), ["g"], tn)], [("y", tn)]))
+                       [zero, call("y, %t1", "all_gather", ("x", tl), ["g"], tn)], [("y", tn)]))
     # fmt: on
     return "\n".join(sorted(decls)) + "\n\n" + "\n\n".join(fns) + "\n"

@@ -59,7 +59,9 @@ if where in ("collective", "callback", "stuck"):
     module = load(compile_mlir(f"""
 {collectives.declare("all_reduce_sum", T)}
 func.func @all_reduce(%x: {T}, %g: i32) -> {T} {{
-  %y = func.call @{collectives.import_name("all_reduce_sum", T)}(%x, %g) : ({T}, i32) -> {T}
+  %t = arith.constant 0 : i32
+  %y, %t1 = func.call @{collectives.import_name("all_reduce_sum", T)}(%x, %t, %g)
+      : ({T}, i32, i32) -> ({T}, i32)
   return %y : {T}
 }}
 """, "cpu"))  # fmt: skip

@@ -15,7 +15,8 @@ NAME = collectives.import_name("all_reduce_sum", T)
 PROGRAM = f"""
 {collectives.declare("all_reduce_sum", T)}
 func.func @reduce_over(%x: {T}, %group: i32) -> {T} {{
-  %y = func.call @{NAME}(%x, %group) : ({T}, i32) -> {T}
+  %t = arith.constant 0 : i32
+  %y, %t1 = func.call @{NAME}(%x, %t, %group) : ({T}, i32, i32) -> ({T}, i32)
   return %y : {T}
 }}
 """

@@ -58,7 +58,8 @@ def test_import_names_are_unique_per_type():
         == "comm.all_gather.2xDxbf16.4xDxbf16"
     )
     assert collectives.declare("broadcast", "tensor<8xi32>") == (
-        "func.func private @comm.broadcast.8xi32(tensor<8xi32>, i32, i32) -> tensor<8xi32>"
+        "func.func private @comm.broadcast.8xi32(tensor<8xi32>, i32, i32, i32) "
+        "-> (tensor<8xi32>, i32)"
     )
     assert collectives.declare("send", "tensor<8xi32>") == (
         "func.func private @comm.send.8xi32(tensor<8xi32>, i32, i32, i32, i32) -> i32"
@@ -67,7 +68,7 @@ def test_import_names_are_unique_per_type():
         "func.func private @comm.recv.8xi32(tensor<8xi32>, i32, i32, i32, i32) "
         "-> (tensor<8xi32>, i32)"
     )
-    assert collectives.declare("barrier") == "func.func private @comm.barrier(i32)"
+    assert collectives.declare("barrier") == "func.func private @comm.barrier(i32, i32) -> i32"
     with pytest.raises(KeyError, match="all_reduce_sum"):
         collectives.import_name("allreduce")
 

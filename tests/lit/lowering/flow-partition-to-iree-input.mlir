@@ -25,10 +25,11 @@
 // RANK0:         func.func @gather(%[[X:.*]]: tensor<3x3xf32>) -> tensor<5x3xf32>
 // RANK0:           %[[E:.*]] = linalg.generic {{.*}} ins(%[[X]] : tensor<3x3xf32>)
 // RANK0:             math.exp
-// RANK0:           %[[G:.*]] = arith.constant 1 : i32
-// RANK0-NEXT:      %[[Y:.*]] = func.call @comm.all_gather.3x3xf32.5x3xf32(%[[E]], %[[G]]) : (tensor<3x3xf32>, i32) -> tensor<5x3xf32>
+// RANK0:           %[[T:.*]] = arith.constant 0 : i32
+// RANK0-NEXT:      %[[G:.*]] = arith.constant 1 : i32
+// RANK0-NEXT:      %[[Y:.*]], %{{.*}} = func.call @comm.all_gather.3x3xf32.5x3xf32(%[[E]], %[[T]], %[[G]]) : (tensor<3x3xf32>, i32, i32) -> (tensor<5x3xf32>, i32)
 // RANK0-NEXT:      func.return %[[Y]] : tensor<5x3xf32>
-// RANK0:         func.func private @comm.all_gather.3x3xf32.5x3xf32(tensor<3x3xf32>, i32) -> tensor<5x3xf32>
+// RANK0:         func.func private @comm.all_gather.3x3xf32.5x3xf32(tensor<3x3xf32>, i32, i32) -> (tensor<5x3xf32>, i32)
 // RANK1-LABEL: builtin.module attributes {flow.comm_groups = {{\[\[}}0 : i64, 1 : i64]]}
 // RANK1:         func.func @gather(%{{.*}}: tensor<2x3xf32>) -> tensor<5x3xf32>
 // RANK1:           func.call @comm.all_gather.2x3xf32.5x3xf32

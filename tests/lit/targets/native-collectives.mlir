@@ -77,8 +77,8 @@
 // ROCM-NEXT:   `rocm-hsaco-fb`
 
 // CPU-NOT:     flow.collective
-// CPU:         "func.call"(%{{.*}}, %{{.*}}) <{callee = @comm.all_gather.3x4xf32.6x4xf32}>
-// CPU:         "func.call"(%{{.*}}, %{{.*}}) <{callee = @comm.all_reduce_sum.6x4xf32}>
+// CPU:         "func.call"(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) <{callee = @comm.all_gather.3x4xf32.6x4xf32}>
+// CPU:         "func.call"(%{{[^,]*}}, %{{[^,]*}}, %{{[^,]*}}) <{callee = @comm.all_reduce_sum.6x4xf32}>
 
 !pl = #flow.placement<"cuda", [0, 1]>
 !moved = #flow.placement<"cuda", [1, 0]>
