@@ -29,8 +29,12 @@ def _softmax_input(op: str, input, dim, dtype) -> tuple[Tensor, int]:
 
 
 def _shifted(x: Tensor, dim: int) -> Tensor:
-    """`x - max(x, dim)`: every exponent is <= 0 (a row of all -inf gives NaN, as in PyTorch)."""
-    return x - amax(x, dim, keepdim=True)
+    """`x - max(x, dim)`: every exponent is <= 0 (a row of all -inf gives NaN, as in PyTorch).
+
+    The max is detached: softmax and log_softmax do not depend on the shift, so its
+    gradient is zero in exact arithmetic, and a traced backward pass skips the max's VJP
+    (a compare, a select and a reduction fewer per call)."""
+    return x - amax(x, dim, keepdim=True).detach()
 
 
 def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:

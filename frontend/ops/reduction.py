@@ -89,7 +89,7 @@ def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
     dims_arg("logsumexp", dim, x.ndim)
     if not x.dtype.is_floating_point:
         x = to(x, _dtypes.DEFAULT_FLOAT)
-    m = amax(x, dim, keepdim=True)
+    m = amax(x, dim, keepdim=True).detach()  # the result does not depend on it (no gradient)
     m = where(isfinite(m), m, 0.0)
     out = log(_sum(_exp(sub(x, m)), dim, keepdim=True)) + m
     if not keepdim:
