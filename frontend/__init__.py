@@ -60,6 +60,18 @@ long = int64
 
 __version__ = "0.1.0"
 
+# The compiler side loads on first use (`import flow` stays light): `flow.targets.available()`
+# works without importing `flow.targets` first, as for any subpackage.
+_LAZY_SUBPACKAGES = ("dialect", "lowering", "targets", "tools")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBPACKAGES:
+        import importlib
+
+        return importlib.import_module(f"flow.{name}")
+    raise AttributeError(f"module 'flow' has no attribute '{name}'")
+
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
     "lazy", "lazy_stats", "lazy_sync", "LazyStats",
