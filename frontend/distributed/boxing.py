@@ -28,7 +28,8 @@ from flow.dialect.semantics import Sbp
 from flow.distributed import env
 from flow.distributed.placement import GlobalInfo, NdSbp, coord, empty_shard, member, placement
 
-__all__ = ["box", "change_placement", "slice_to", "world_allgather", "world_bcast"]
+__all__ = ["box", "change_placement", "from_first_replicas", "slice_to", "world_allgather",
+           "world_bcast"]
 
 _PLACEMENT_TAG = 7001
 """The message tag of a placement change's sends."""
@@ -132,6 +133,17 @@ def slice_to(value: np.ndarray, pl: placement, nd: NdSbp) -> np.ndarray:
             x = _local_slice(x, s.dim, k, i)
         elif s.kind == "P" and i != 0:
             x = np.zeros_like(x)
+    return x
+
+
+def from_first_replicas(x: np.ndarray, pl: placement, nd: NdSbp) -> np.ndarray:
+    """This rank's local `x` as its piece of a global tensor: along each `B` axis every rank
+    takes the data of the first rank of its group (coordinate 0), OneFlow's rule for making
+    a local tensor global, so the replicas agree even where the local tensors differ."""
+    for a, (k, s) in enumerate(zip(pl.hierarchy, nd)):
+        if s.kind == "B" and k > 1:
+            group = _axis_group(pl, a)
+            x = _collectives().broadcast(x, group[0], group, name="to_global (broadcast axis)")
     return x
 
 

@@ -23,7 +23,14 @@ from flow.core.errors import user_location
 from flow.core.tensor import Tensor
 from flow.dialect.semantics import Sbp
 from flow.distributed import env
-from flow.distributed.boxing import box, change_placement, slice_to, world_allgather, world_bcast
+from flow.distributed.boxing import (
+    box,
+    change_placement,
+    from_first_replicas,
+    slice_to,
+    world_allgather,
+    world_bcast,
+)
 from flow.distributed.placement import (
     GlobalInfo,
     NdSbp,
@@ -104,7 +111,8 @@ def _to_global_vjp(ct: Tensor, x: Tensor, out: Tensor) -> tuple[Tensor]:
 
 def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
     """`Tensor.to_global(placement, sbp)`: local → global (this rank's shard, replica or
-    addend) or global → global (boxing, and a placement change when it differs)."""
+    addend; along a `B` axis the replica of the axis's first rank, as in OneFlow) or global →
+    global (boxing, and a placement change when it differs)."""
     if t._trace is not None:
         return _traced_to_global(t, placement_, sbp_)
     if is_global(t):
@@ -134,8 +142,9 @@ def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
     data = t.numpy()
     shape = _global_shape_of_shards(data, placement_, nd)
     info = GlobalInfo(placement_, nd)
-    local = data if member(placement_) else empty_shard(shape, data.dtype)
-    return make_global(local, shape, info)
+    if not member(placement_):
+        return make_global(empty_shard(shape, data.dtype), shape, info)
+    return make_global(from_first_replicas(data, placement_, nd), shape, info)
 
 
 def _traced_to_global(

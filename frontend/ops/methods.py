@@ -79,13 +79,13 @@ def _new(cls, *args, dtype=None, device=None, placement=None, sbp=None):
 def _copy_(self: Tensor, src) -> Tensor:
     """Write `src` (a tensor, or data) into this tensor, cast and broadcast to it. Into a
     global tensor, `src` is boxed to its placement and SBP first (a local `src` is the whole
-    value, the same on every rank), as loading a state dict saved with another distribution
-    needs."""
+    value, the first rank's where they differ), as loading a state dict saved with another
+    distribution needs."""
     src = src if isinstance(src, Tensor) else o.tensor(src)
     if self.is_global and self._trace is None and src._trace is None:
-        if not src.is_global:
-            src = _global.from_global_value(src, self.placement, self.sbp)
-        elif src._dist != self._dist:
+        if not src.is_global:  # the whole value: the first rank's, as to_global takes it
+            src = src.to_global(self.placement, [_sbp_entries.broadcast] * len(self.sbp))
+        if src._dist != self._dist:
             src = src.to_global(self.placement, self.sbp)
     return self._rebind(src.to(self._dtype).broadcast_to(self._shape), "copy_")
 

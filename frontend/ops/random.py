@@ -69,6 +69,7 @@ class Generator:
             raise ValueError(f"Generator: expected device 'cpu', got {device!r}")
         self._seed = DEFAULT_SEED
         self._offset = 0
+        self._per_rank = False  # see default_generator
 
     @property
     def device(self) -> str:
@@ -82,6 +83,7 @@ class Generator:
         if not -(1 << 63) <= seed <= _MASK64:
             raise ValueError(f"manual_seed: seed must be in [-2**63, 2**64), got {seed}")
         self._seed = seed & _MASK64
+        self._per_rank = False
         self._offset = 0
         return self
 
@@ -108,6 +110,7 @@ class Generator:
                 f"returns, got {arr.dtype}{list(arr.shape)}"
             )
         self._seed, self._offset = int(arr[0]) & _MASK64, int(arr[1])
+        self._per_rank = False
         return self
 
     def _next_key(self) -> int:
@@ -125,6 +128,7 @@ class Generator:
 
 default_generator = Generator()
 """The generator random ops use when none is given."""
+default_generator._per_rank = True  # until seeded: local random tensors differ per rank
 
 
 def manual_seed(seed: int) -> Generator:
@@ -149,10 +153,43 @@ def set_rng_state(new_state) -> None:
     default_generator.set_state(new_state)
 
 
-def generator_arg(op: str, generator) -> Generator:
-    """`generator`, checked, or the default generator when it is None."""
-    if generator is None:
+class _RankStream:
+    """The default generator's stream for local tensors on rank `rank` > 0 before any
+    `manual_seed`: each key is mixed with the rank, so unseeded local random tensors differ
+    between ranks as in OneFlow (where each process seeds itself), while the generator's count
+    advances as on every rank (global random tensors stay the same everywhere)."""
+
+    __slots__ = ("generator", "rank")
+
+    def __init__(self, generator: Generator, rank: int):
+        self.generator, self.rank = generator, rank
+
+    def _next_key(self) -> int:
+        return splitmix64(self.generator._next_key(), self.rank)
+
+    def _next_key_array(self) -> np.ndarray:
+        return np.array([_signed64(self._next_key())], np.int64)
+
+
+def _local_stream(placement) -> Generator | _RankStream:
+    """The default generator's stream for a random tensor made local (`placement` None) or
+    global: per rank for a local one until the generator is seeded (see `_RankStream`)."""
+    if placement is not None or not default_generator._per_rank:
         return default_generator
+    trace = current_trace()
+    if trace is not None and trace.arg_dists:  # a global program's constants agree on ranks
+        return default_generator
+    from flow.distributed import env
+
+    rank = env.get_rank()
+    return _RankStream(default_generator, rank) if rank else default_generator
+
+
+def generator_arg(op: str, generator, placement=None) -> Generator | _RankStream:
+    """`generator`, checked, or when it is None the default generator (its per-rank stream
+    for a tensor made local: `placement` None)."""
+    if generator is None:
+        return _local_stream(placement)
     if not isinstance(generator, Generator):
         raise op_error(op, f"expected generator to be a flow.Generator, got "
                            f"{type(generator).__name__}", cls=TypeError)  # fmt: skip
@@ -274,7 +311,8 @@ def rand(*size, dtype=None, generator: Generator | None = None, device=None, pla
     """Uniform samples from [0, 1) of shape `size` (global with `placement` and `sbp`: the
     global value is drawn on every rank, so it does not depend on the SBP or world size)."""
     shape = shape_arg("rand", size)
-    out = _uniform(shape, _float_dtype("rand", dtype), generator_arg("rand", generator))
+    gen = generator_arg("rand", generator, placement)
+    out = _uniform(shape, _float_dtype("rand", dtype), gen)
     return created("rand", out, device=device, placement=placement, sbp=sbp,
                    requires_grad=requires_grad)  # fmt: skip
 
@@ -283,7 +321,8 @@ def randn(*size, dtype=None, generator: Generator | None = None, device=None, pl
           sbp=None, requires_grad: bool = False, pin_memory: bool = False) -> Tensor:  # fmt: skip
     """Standard normal samples of shape `size` (global with `placement` and `sbp`)."""
     shape = shape_arg("randn", size)
-    out = _normal(shape, _float_dtype("randn", dtype), generator_arg("randn", generator))
+    gen = generator_arg("randn", generator, placement)
+    out = _normal(shape, _float_dtype("randn", dtype), gen)
     return created("randn", out, device=device, placement=placement, sbp=sbp,
                    requires_grad=requires_grad)  # fmt: skip
 
@@ -306,7 +345,8 @@ def _float_like(op: str, sample, input, dtype, generator, device, placement, sbp
                 requires_grad: bool) -> Tensor:  # fmt: skip
     """`sample(shape, dtype, generator)` of `input`'s shape, with its `like_args` defaults."""
     x, dt, where = like_args(input, dtype, device, placement, sbp)
-    out = sample(tuple(x.shape), _float_dtype(op, dt), generator_arg(op, generator))
+    gen = generator_arg(op, generator, where["placement"])
+    out = sample(tuple(x.shape), _float_dtype(op, dt), gen)
     return created(op, out, requires_grad=requires_grad, **where)
 
 
@@ -351,7 +391,7 @@ def randint(low=0, high=None, size=None, *, dtype=None, generator: Generator | N
     low, high, size = _randint_args("randint", low, high, size)
     shape = shape_arg("randint", tuple(size) if isinstance(size, (tuple, list)) else (size,))
     dt = _dtypes.DEFAULT_INT if dtype is None else _dtypes.as_dtype(dtype)
-    out = _randint("randint", low, high, shape, dt, generator_arg("randint", generator))
+    out = _randint("randint", low, high, shape, dt, generator_arg("randint", generator, placement))
     return created("randint", out, device=device, placement=placement, sbp=sbp,
                    requires_grad=requires_grad)  # fmt: skip
 
@@ -364,7 +404,7 @@ def randint_like(input: Tensor, low=0, high=None, *, dtype=None,
     if high is None:
         low, high = 0, low
     x, dt, where = like_args(input, dtype, device, placement, sbp)
-    gen = generator_arg("randint_like", generator)
+    gen = generator_arg("randint_like", generator, where["placement"])
     out = _randint("randint_like", low, high, tuple(x.shape), dt, gen)
     return created("randint_like", out, requires_grad=requires_grad, **where)
 
@@ -378,7 +418,8 @@ def randperm(n: int, *, generator: Generator | None = None, dtype=None, device=N
     if n < 0:
         raise op_error("randperm", f"expected n >= 0, got {n}")
     dt = _dtypes.int64 if dtype is None else _dtypes.as_dtype(dtype)
-    keys = _field(_bits(generator_arg("randperm", generator), (n,), _dtypes.int64), 0, 63)
+    gen = generator_arg("randperm", generator, placement)
+    keys = _field(_bits(gen, (n,), _dtypes.int64), 0, 63)
     out = to(argsort(keys), dt)
     return created("randperm", out, device=device, placement=placement, sbp=sbp,
                    requires_grad=requires_grad)  # fmt: skip
@@ -388,13 +429,13 @@ def normal(mean=0.0, std=1.0, size=None, *, generator: Generator | None = None, 
            device=None, placement=None, sbp=None,
            requires_grad: bool = False) -> Tensor:  # fmt: skip
     """Normal samples `mean + std * randn`: tensors broadcast, or two numbers and a `size`."""
-    out = _normal_samples(mean, std, size, generator, dtype)
+    out = _normal_samples(mean, std, size, generator, dtype, placement)
     return created("normal", out, device=device, placement=placement, sbp=sbp,
                    requires_grad=requires_grad)  # fmt: skip
 
 
-def _normal_samples(mean, std, size, generator, dtype) -> Tensor:
-    gen = generator_arg("normal", generator)
+def _normal_samples(mean, std, size, generator, dtype, placement=None) -> Tensor:
+    gen = generator_arg("normal", generator, placement)
     for name, v in (("mean", mean), ("std", std)):
         if not isinstance(v, (Tensor, Real)):
             raise op_error("normal", f"expected {name} to be a tensor or a number, got "

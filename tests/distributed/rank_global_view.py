@@ -90,4 +90,36 @@ try:
     check(False, "a placement that is not a flow.placement must be refused")
 except TypeError as e:
     check("flow.placement" in str(e), f"message: {e}")
+# 5. OneFlow's rule for a local tensor made global: along a B axis every rank takes the first
+# rank's data (the replicas agree even when the local tensors differ), along S its own.
+mine = np.full((1, 2, 3), float(rank), dtype=np.float32)
+b = flow.tensor(mine).to_global(placement=everyone, sbp=B)
+check.close(b.to_local().numpy(), np.zeros((1, 2, 3)), "B: rank 0's data on every rank")
+if world == 4:  # the 2-D SBP page: (B, S(0)) on [[0, 1], [2, 3]]
+    mesh = flow.placement("cpu", ranks=[[0, 1], [2, 3]])
+    bs = flow.tensor(mine).to_global(placement=mesh, sbp=(B, S(0)))
+    check.close(bs.to_local().numpy(), np.full((1, 2, 3), float(rank % 2)), "(B, S(0)) piece")
+    check.close(bs.numpy(), np.concatenate([np.zeros((1, 2, 3)), np.ones((1, 2, 3))]),
+                "(B, S(0)) global value")  # fmt: skip
+else:
+    s0 = flow.tensor(mine).to_global(placement=everyone, sbp=S(0))
+    check.close(s0.numpy(), np.arange(world, dtype=np.float32).repeat(6).reshape(world, 2, 3),
+                "S(0): each rank's own piece")  # fmt: skip
+    check(True, "(no 2-D mesh below 4 ranks)")
+
+# 6. Unseeded local random tensors differ between ranks (OneFlow seeds each process itself);
+# rank 0 draws what a single process draws; global random tensors and seeded draws agree.
+def every_rank(t):
+    return t.unsqueeze(0).to_global(placement=everyone, sbp=S(0)).numpy()
+
+
+same_state = flow.Generator().set_state(flow.default_generator.get_state())
+drawn = every_rank(flow.randn(5))
+check.close(drawn[0], flow.randn(5, generator=same_state).numpy(), "rank 0: the default stream")
+check(len({row.tobytes() for row in drawn}) == world, "unseeded local draws differ per rank")
+glob = flow.randn(5, placement=everyone, sbp=B)
+check(len({row.tobytes() for row in every_rank(glob.to_local())}) == 1, "global draws agree")
+flow.manual_seed(7)
+seeded = every_rank(flow.rand(5))
+check(len({row.tobytes() for row in seeded}) == 1, "seeded local draws agree")
 check.done()
