@@ -161,6 +161,21 @@ for broadcast in (True, False):
     check.close(m.w.grad.numpy(), [1.0, 2.0], f"broadcast_buffers={broadcast}: gradient")
 
 # Errors, the same on every rank (so every rank catches them).
+class Step(nn.Graph):
+    def __init__(self):
+        super().__init__()
+        self.net = net
+
+    def build(self, x):
+        return self.net(x)
+
+
+try:
+    Step()(shard(x0))
+    check(False, "a wrapped module inside nn.Graph raises")
+except Exception as e:  # noqa: BLE001 -- the message is what is checked
+    check("runs eagerly over local tensors" in str(e) and "to_global" in str(e),
+          f"a wrapped module inside nn.Graph: {type(e).__name__}: {e}")  # fmt: skip
 try:
     ddp(net)
     check(False, "wrapping twice raises")
