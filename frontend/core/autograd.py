@@ -170,7 +170,8 @@ def check_reached(tensors, what: str) -> None:
     if not _hooked_outside:
         return
     for t in tensors:
-        if _hooks_of(t) or (t._node is not None and t._node.retain):
+        if (_hooks_of(t) or getattr(t, "_post_grad_hooks", None)
+                or (t._node is not None and t._node.retain)):  # fmt: skip
             raise RuntimeError(f"{what}: a tensor of shape {list(t.shape)} that the compiled "
                                f"backward pass reaches has a gradient hook now; "
                                f"{_OUTSIDE_TRACE}")  # fmt: skip
@@ -205,6 +206,59 @@ def retain_grad(t) -> None:
     if t._node is not None:
         _check_in_trace("retain_grad", t)
         t._node.retain = True
+
+
+def register_post_accumulate_grad_hook(t, hook: Callable) -> RemovableHandle:
+    """`t.register_post_accumulate_grad_hook(hook)`: after `backward()` has accumulated a
+    gradient into the leaf `t`'s `.grad`, `hook(t)` runs (its result is ignored), in the order
+    the hooks were registered. Only `backward()` accumulates; `flow.autograd.grad` runs none."""
+    if not callable(hook):
+        raise TypeError("register_post_accumulate_grad_hook: expected a callable, got "
+                        f"{type(hook).__name__}")  # fmt: skip
+    if not t._requires_grad:
+        raise RuntimeError("register_post_accumulate_grad_hook: cannot register a hook on a "
+                           "tensor that does not require grad")  # fmt: skip
+    if t._node is not None:
+        raise RuntimeError("register_post_accumulate_grad_hook: only leaf tensors accumulate "
+                           f"gradients; got a non-leaf tensor (grad_fn={t._node.name()}); use "
+                           "register_hook for the gradient of a non-leaf")  # fmt: skip
+    _check_in_trace("register_post_accumulate_grad_hook", t)
+    hooks = getattr(t, "_post_grad_hooks", None)
+    if hooks is None:
+        hooks = t._post_grad_hooks = {}
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
+def queue_callback(fn: Callable[[], None]) -> None:
+    """Run `fn()` once at the end of the `backward()` now running on this thread, after every
+    leaf's gradient and post-accumulate hooks; called outside one, at the end of the next.
+    (What data-parallel training needs to finish its gradient all-reduces.)"""
+    if not callable(fn):
+        raise TypeError(f"queue_callback: expected a callable, got {type(fn).__name__}")
+    _callbacks().append(fn)
+
+
+def _callbacks() -> list:
+    if not hasattr(_state, "callbacks"):
+        _state.callbacks = []
+    return _state.callbacks
+
+
+def _run_callbacks() -> None:
+    """The callbacks of `queue_callback`, in order (those they queue too)."""
+    queue = _callbacks()
+    while queue:
+        queue.pop(0)()
+
+
+def _post_accumulate(t) -> None:
+    hooks = getattr(t, "_post_grad_hooks", None)
+    if hooks:
+        _check_in_trace("a post-accumulate-grad hook", t)
+        for hook in list(hooks.values()):
+            hook(t)
 
 
 def _hooks_of(t) -> dict | None:
@@ -389,6 +443,8 @@ def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
         leaves = _run(outputs, cts, retain, create_graph)
         for t, g in leaves.values():
             _keep_grad(t, g, create_graph)
+            _post_accumulate(t)
+        _run_callbacks()
 
 
 def _backward_phase():

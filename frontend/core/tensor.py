@@ -54,6 +54,7 @@ class Tensor:
         "_dist",  # global tensors: placement and SBP (flow.distributed); unset when local
         "_device",  # a flow.device other than the cpu (flow.core.device); unset or None: cpu
         "_grad_hooks",  # a leaf's gradient hooks (flow.core.autograd.register_hook); unset: none
+        "_post_grad_hooks",  # a leaf's post-accumulate-grad hooks (flow.core.autograd)
         "__weakref__",
     )
     __array_priority__ = 1000  # numpy defers to our operators
@@ -199,6 +200,13 @@ class Tensor:
         from flow.core.autograd import register_hook
 
         return register_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call `hook(self)` after `backward()` accumulates a gradient into this leaf's `.grad`.
+        Returns a handle whose `remove()` unregisters it."""
+        from flow.core.autograd import register_post_accumulate_grad_hook
+
+        return register_post_accumulate_grad_hook(self, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
         """Accumulate the gradient of this tensor into the `.grad` of the leaves it depends on."""

@@ -22,6 +22,8 @@ from flow.core.autograd import no_grad
 from flow.ops.basic import tensor as _to_tensor
 from flow.core.tensor import Tensor
 
+from ._module_hooks import ForwardHooks
+
 
 _calls: dict | None = None  # set by `recording_calls`: id(module) -> its first call's I/O
 
@@ -152,7 +154,7 @@ def _cast_(t: Tensor, dt: _dtypes.dtype) -> None:
         _cast_(t.grad, dt)
 
 
-class Module:
+class Module(ForwardHooks):
     """Base class of layers and models: subclass, assign layers in `__init__`, define `forward`."""
 
     training: bool
@@ -173,6 +175,9 @@ class Module:
         )
 
     def __call__(self, *args, **kwargs):
+        d = self.__dict__
+        if d.get("_forward_pre_hooks"):  # register_forward_pre_hook (_module_hooks.py)
+            args, kwargs = self._run_forward_pre_hooks(args, kwargs)
         stage = self.__dict__.get("_stage")
         if stage is not None:  # a pipeline stage: arguments from elsewhere move to it
             from ._pipeline import move_to_stage
@@ -180,6 +185,8 @@ class Module:
             args = tuple(move_to_stage(stage, a) for a in args)
             kwargs = {k: move_to_stage(stage, v) for k, v in kwargs.items()}
         out = self.forward(*args, **kwargs)
+        if d.get("_forward_hooks"):  # register_forward_hook
+            out = self._run_forward_hooks(args, kwargs, out)
         if _calls is not None:
             _calls.setdefault(id(self), (_describe(args), _describe(out)))
         return out

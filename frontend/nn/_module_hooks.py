@@ -1,0 +1,80 @@
+"""Forward hooks of `flow.nn.Module`: code that runs before and after a module's `forward`.
+
+`register_forward_pre_hook(hook)`: `hook(module, args)` runs before `forward` and may return
+new positional arguments (a tuple, or one value); `register_forward_hook(hook)`:
+`hook(module, args, output)` runs after it and may return a new output. With
+`with_kwargs=True` the hooks also see (and a pre-hook may replace) the keyword arguments;
+`prepend=True` runs a hook before those already registered. Both return a handle whose
+`remove()` unregisters the hook, as PyTorch's and OneFlow's do.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from flow.core.autograd import RemovableHandle
+
+__all__ = ["ForwardHooks"]
+
+
+def _add(module: Any, store: str, hook: Callable, prepend: bool, with_kwargs: bool, what: str):
+    if not callable(hook):
+        raise TypeError(f"{what}: expected a callable hook, got {type(hook).__name__}")
+    hooks = module.__dict__.get(store)
+    if hooks is None:
+        hooks = OrderedDict()
+        object.__setattr__(module, store, hooks)
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = (hook, bool(with_kwargs))
+    if prepend:
+        hooks.move_to_end(handle.id, last=False)
+    return handle
+
+
+def _name(hook: Callable) -> str:
+    return getattr(hook, "__name__", type(hook).__name__)
+
+
+class ForwardHooks:
+    """The hook methods of `Module` (a mixin: the hooks live in the module's `__dict__`)."""
+
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:  # fmt: skip
+        """`hook(module, args)` (`hook(module, args, kwargs)` with `with_kwargs`) before every
+        `forward`; a result that is not None replaces the arguments: a tuple (or one value)
+        of positional arguments, or with `with_kwargs` an `(args, kwargs)` pair."""
+        return _add(self, "_forward_pre_hooks", hook, prepend, with_kwargs,
+                    "register_forward_pre_hook")  # fmt: skip
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False) -> RemovableHandle:  # fmt: skip
+        """`hook(module, args, output)` (`hook(module, args, kwargs, output)` with
+        `with_kwargs`) after every `forward`; a result that is not None replaces the output."""
+        return _add(self, "_forward_hooks", hook, prepend, with_kwargs, "register_forward_hook")
+
+    def _run_forward_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        for hook, with_kwargs in list(self.__dict__.get("_forward_pre_hooks", {}).values()):
+            if with_kwargs:
+                new = hook(self, args, kwargs)
+                if new is None:
+                    continue
+                if not (isinstance(new, tuple) and len(new) == 2 and isinstance(new[1], dict)):
+                    raise RuntimeError(f"forward pre-hook {_name(hook)!r} (with_kwargs=True) "
+                                       f"returned {type(new).__name__}; expected None or an "
+                                       "(args, kwargs) pair")  # fmt: skip
+                args, kwargs = new
+                args = args if isinstance(args, tuple) else (args,)
+            else:
+                new = hook(self, args)
+                if new is not None:
+                    args = new if isinstance(new, tuple) else (new,)
+        return args, kwargs
+
+    def _run_forward_hooks(self, args: tuple, kwargs: dict, output: Any) -> Any:
+        for hook, with_kwargs in list(self.__dict__.get("_forward_hooks", {}).values()):
+            new = hook(self, args, kwargs, output) if with_kwargs else hook(self, args, output)
+            if new is not None:
+                output = new
+        return output
