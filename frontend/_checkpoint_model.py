@@ -156,7 +156,8 @@ def _resolve(dec: _Decoder, rec: dict, path: str) -> type:
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as err:
         raise CheckpointError(f"{dec.source}: cannot find the class {name} of the module "
-                              f"{_where(path)} ({type(err).__name__}: {err})") from None  # fmt: skip
+                              f"{_where(path)} ({type(err).__name__}: {err})"
+                              ) from None  # fmt: skip
     if not (isinstance(obj, type) and issubclass(obj, Module)):
         raise dec.fail(path, f"{name} is not an nn.Module class")
     return obj

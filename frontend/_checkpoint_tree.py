@@ -259,7 +259,9 @@ class _Decoder:
     def _array(self, tag: str, node: dict, path: str) -> Any:
         name, dtype, shape = node[tag], node["dtype"], node["shape"]
         if not isinstance(name, str) or name not in self.names:
-            raise self.fail(path, f"reference to tensor {name!r:.80}, which the checkpoint does not hold")
+            raise self.fail(
+                path, f"reference to tensor {name!r:.80}, which the checkpoint does not hold"
+            )
         allowed = _TENSOR_DTYPES if tag == "tensor" else _ARRAY_DTYPES
         if not isinstance(dtype, str) or dtype not in allowed:
             raise self.fail(path, f"unsupported dtype {dtype!r:.40} for a {tag}")

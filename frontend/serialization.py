@@ -157,8 +157,9 @@ def _load_here(shown: str, names: set[str], make_tensor=from_numpy) -> Any:
     return _checkpoint_file.load_file(shown, names, make_tensor)
 
 
-_ERRORS = {cls.__name__: cls for cls in (CheckpointError, DisallowedClassError,
-           FileNotFoundError, IsADirectoryError, PermissionError, ValueError, TypeError)}  # fmt: skip
+_ERRORS = {cls.__name__: cls for cls in (
+    CheckpointError, DisallowedClassError, FileNotFoundError, IsADirectoryError,
+    PermissionError, ValueError, TypeError)}  # fmt: skip
 
 
 def _load_from_rank(shown: str, names: set[str], src: int) -> Any:

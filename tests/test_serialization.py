@@ -441,7 +441,8 @@ def test_tree_references_unknown_tensor(ckpt):
 
     _edit_tree(ckpt, edit)
     with pytest.raises(
-        CheckpointError, match=r"at 'w': reference to tensor 'ghost', which the checkpoint does not hold"
+        CheckpointError,
+        match=r"at 'w': reference to tensor 'ghost', which the checkpoint does not hold",
     ):
         load(ckpt)
 
