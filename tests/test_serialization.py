@@ -18,6 +18,7 @@ import safetensors.numpy
 
 import flow
 from flow.core import dtypes as _dtypes
+from flow import _checkpoint_file as sf
 from flow import serialization as ser
 from flow.serialization import CheckpointError, load, save
 
@@ -68,8 +69,13 @@ def assert_tree_same(got, want, path="") -> None:
 # ------------------------------------------------------------------------ round trips
 
 
+# Both formats: a .safetensors path is one file, any other new path a directory.
+FORMATS = pytest.mark.parametrize("name", ["ckpt.safetensors", "ckpt"], ids=["file", "dir"])
+
+
+@FORMATS
 @pytest.mark.parametrize("dt", _dtypes.ALL_DTYPES, ids=lambda d: d.name)
-def test_round_trip_every_dtype(dt, tmp_path, rng):
+def test_round_trip_every_dtype(dt, name, tmp_path, rng):
     base = flow.from_numpy(_values(dt, (3, 4), rng))
     state = {
         "matrix": base,
@@ -79,8 +85,8 @@ def test_round_trip_every_dtype(dt, tmp_path, rng):
         "strided": flow.from_numpy(_values(dt, (6, 5), rng)[::2, ::-2]),
     }
     assert not state["transposed"].numpy().flags.c_contiguous
-    save(state, tmp_path / "ckpt.safetensors")
-    got = load(tmp_path / "ckpt.safetensors")
+    save(state, tmp_path / name)
+    got = load(tmp_path / name)
     assert_tree_same(got, state)
     assert got["scalar"].shape == () and got["empty"].shape == (0, 3)
     assert got["transposed"].dtype is dt
@@ -95,7 +101,8 @@ def test_bfloat16_keeps_every_bit_pattern(tmp_path):
     np.testing.assert_array_equal(got.numpy().view(np.uint16), bits)
 
 
-def test_round_trip_training_checkpoint(tmp_path, rng):
+@FORMATS
+def test_round_trip_training_checkpoint(name, tmp_path, rng):
     w = flow.from_numpy(rng.standard_normal((4, 3)).astype(np.float32))
     state = {
         "model": {
@@ -123,7 +130,7 @@ def test_round_trip_training_checkpoint(tmp_path, rng):
         "np_scalar": np.float32(2.5),
         "np_int": np.int64(-4),
     }
-    path = tmp_path / "train.ckpt"
+    path = tmp_path / name
     save(state, path)
     assert_tree_same(load(path), state)
     assert_tree_same(load(path, map_location="cpu"), state)
@@ -139,10 +146,10 @@ def test_big_endian_array_round_trips_by_value(tmp_path):
 
 def test_tied_tensors_stay_tied(tmp_path):
     w = flow.ones(2, 2)
-    save({"encoder": w, "decoder": w, "copy": flow.ones(2, 2)}, tmp_path / "tied")
-    got = load(tmp_path / "tied")
+    save({"encoder": w, "decoder": w, "copy": flow.ones(2, 2)}, tmp_path / "tied.safetensors")
+    got = load(tmp_path / "tied.safetensors")
     assert got["encoder"] is got["decoder"] and got["copy"] is not got["encoder"]
-    assert len(safetensors.numpy.load_file(tmp_path / "tied")) == 2
+    assert len(safetensors.numpy.load_file(tmp_path / "tied.safetensors")) == 2
 
 
 def test_top_level_tensor_and_scalar(tmp_path):
@@ -156,9 +163,9 @@ def test_tensor_names_are_key_paths(tmp_path):
     """Other safetensors readers see the model's parameter names."""
     save(
         {"model": {"fc": [{"weight": flow.ones(1)}]}, "model.fc.0.weight": flow.zeros(1)},
-        tmp_path / "n",
+        tmp_path / "n.safetensors",
     )
-    names = set(safetensors.numpy.load_file(tmp_path / "n"))
+    names = set(safetensors.numpy.load_file(tmp_path / "n.safetensors"))
     assert names == {"model.fc.0.weight", "model.fc.0.weight#1"}
 
 
@@ -193,8 +200,8 @@ def test_plain_file_with_dtype_flow_lacks(tmp_path):
 def test_file_mode_follows_umask(tmp_path):
     mask = os.umask(0o022)
     os.umask(mask)
-    save({"x": 1}, tmp_path / "m")
-    assert os.stat(tmp_path / "m").st_mode & 0o777 == 0o666 & ~mask
+    save({"x": 1}, tmp_path / "m.safetensors")
+    assert os.stat(tmp_path / "m.safetensors").st_mode & 0o777 == 0o666 & ~mask
 
 
 @pytest.mark.skipif(os.name != "posix", reason="symlinks")
@@ -220,7 +227,7 @@ def _assert_only(path, previous):
 
 
 def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
-    path = tmp_path / "ckpt"
+    path = tmp_path / "ckpt.safetensors"
     previous = _save_previous(path)
     real_fdopen = os.fdopen
 
@@ -249,7 +256,7 @@ def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fails", ["fsync", "replace"])
 def test_failed_sync_or_rename_keeps_previous_checkpoint(tmp_path, monkeypatch, fails):
-    path = tmp_path / "ckpt"
+    path = tmp_path / "ckpt.safetensors"
     previous = _save_previous(path)
 
     def boom(*args):
@@ -263,7 +270,7 @@ def test_failed_sync_or_rename_keeps_previous_checkpoint(tmp_path, monkeypatch, 
 
 
 def test_interrupt_keeps_previous_checkpoint(tmp_path, monkeypatch):
-    path = tmp_path / "ckpt"
+    path = tmp_path / "ckpt.safetensors"
     previous = _save_previous(path)
 
     def interrupt(*args):
@@ -277,7 +284,7 @@ def test_interrupt_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
 
 def test_unsaveable_object_touches_nothing(tmp_path):
-    path = tmp_path / "ckpt"
+    path = tmp_path / "ckpt.safetensors"
     previous = _save_previous(path)
     with pytest.raises(TypeError):
         save({"version": 2, "bad": object()}, path)
@@ -320,8 +327,13 @@ def test_circular_reference(tmp_path):
 
 
 def test_save_path_errors(tmp_path):
-    with pytest.raises(IsADirectoryError, match="is a directory"):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="does not hold a checkpoint; refusing to replace"):
         save({}, tmp_path)
+    assert os.listdir(tmp_path) == ["notes.txt"]
+    (tmp_path / "d.safetensors").mkdir()
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        save({}, tmp_path / "d.safetensors")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         save({}, tmp_path / "missing" / "ckpt")
     with pytest.raises(TypeError, match="str or os.PathLike"):
@@ -341,15 +353,15 @@ def _write_header(path, header: dict, body: bytes) -> None:
     """Write an edited checkpoint, re-signed (its checksum recomputed) so that the edit
     reaches the checks behind the checksum."""
     meta = header.get("__metadata__", {})
-    if ser._DIGEST_KEY in meta:
-        meta[ser._DIGEST_KEY] = ser._NO_DIGEST
+    if sf._DIGEST_KEY in meta:
+        meta[sf._DIGEST_KEY] = sf._NO_DIGEST
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     raw = struct.pack("<Q", len(text)) + text + body
     path.write_bytes(raw)
-    if ser._DIGEST_KEY in meta:
-        digest = ser._file_digest(str(path), ser._NO_DIGEST).encode()
-        path.write_bytes(raw.replace(f'"{ser._NO_DIGEST}"'.encode(), b'"' + digest + b'"'))
+    if sf._DIGEST_KEY in meta:
+        digest = sf._file_digest(str(path), sf._NO_DIGEST).encode()
+        path.write_bytes(raw.replace(f'"{sf._NO_DIGEST}"'.encode(), b'"' + digest + b'"'))
 
 
 def _edit_tree(path, edit) -> None:
@@ -371,8 +383,8 @@ def test_missing_file(tmp_path):
         load(tmp_path / "nope.ckpt")
 
 
-def test_load_directory(tmp_path):
-    with pytest.raises(IsADirectoryError, match="is a directory"):
+def test_load_directory_that_is_no_checkpoint(tmp_path):
+    with pytest.raises(CheckpointError, match="not a checkpoint directory"):
         load(tmp_path)
 
 
@@ -429,7 +441,8 @@ def test_tree_references_unknown_tensor(ckpt):
 
     _edit_tree(ckpt, edit)
     with pytest.raises(
-        CheckpointError, match=r"at 'w': reference to tensor 'ghost', which the file does not hold"
+        CheckpointError,
+        match=r"at 'w': reference to tensor 'ghost', which the checkpoint does not hold",
     ):
         load(ckpt)
 
@@ -494,8 +507,10 @@ def test_map_location(ckpt):
 # ------------------------------------------------------------------------ no pickle
 
 
-def test_module_never_uses_pickle():
-    source = open(ser.__file__, encoding="utf-8").read()
+@pytest.mark.parametrize("module", ["serialization", "_checkpoint_tree", "_checkpoint_file",
+                                    "_checkpoint_dir", "_checkpoint_model"])
+def test_module_never_uses_pickle(module):
+    source = open(pathlib.Path(ser.__file__).with_name(f"{module}.py"), encoding="utf-8").read()
     tree = ast.parse(source)
     imported = {
         alias.name.split(".")[0]
@@ -523,8 +538,8 @@ def test_round_trip_without_pickle(tmp_path, monkeypatch):
 
 
 def test_file_is_plain_safetensors(tmp_path):
-    save({"w": flow.ones(2), "n": 1}, tmp_path / "p")
-    header, _ = _header(tmp_path / "p")
+    save({"w": flow.ones(2), "n": 1}, tmp_path / "p.safetensors")
+    header, _ = _header(tmp_path / "p.safetensors")
     assert set(header) == {"__metadata__", "w"}
     assert header["w"]["dtype"] == "F32"
     assert set(header["__metadata__"]) == {"flow.format_version", "flow.tree", "flow.sha256"}
@@ -548,7 +563,7 @@ def test_pickle_payload_is_rejected_without_running(tmp_path):
 
 def test_public_api():
     assert "flow.serialization" in sys.modules
-    assert ser.__all__ == ["CheckpointError", "load", "save"]
+    assert ser.__all__ == ["CheckpointError", "DisallowedClassError", "load", "save"]
     assert issubclass(CheckpointError, ValueError)
 
 
@@ -561,7 +576,7 @@ _EDITS = [(b'"lr",0.125', b'"lr",0.135'), (b'"step",1200', b'"step",1300'),
 
 @pytest.mark.parametrize("old, new", _EDITS)
 def test_checksum_covers_structure_and_scalars(tmp_path, old, new):
-    path = tmp_path / "ckpt"
+    path = tmp_path / "ckpt.safetensors"
     save({"lr": 0.125, "step": 1200, "name": "run-a", "w": flow.ones(2)}, path)
     raw = path.read_bytes()
     assert raw.count(old.replace(b'"', b'\\"')) == 1  # the tree is a JSON string in the header
@@ -576,8 +591,8 @@ def _v1_file(path, obj) -> None:
     """A checkpoint as format version 1 wrote it (checksum over tensor data only)."""
     encoder = ser._Encoder()
     tree = encoder.encode(obj, "")
-    meta = {ser._VERSION_KEY: "1", ser._TREE_KEY: json.dumps(tree, separators=(",", ":")),
-            ser._DIGEST_KEY: ser._digest_v1(encoder.arrays)}  # fmt: skip
+    meta = {sf._VERSION_KEY: "1", sf._TREE_KEY: json.dumps(tree, separators=(",", ":")),
+            sf._DIGEST_KEY: sf._digest_v1(encoder.arrays)}  # fmt: skip
     path.write_bytes(safetensors.numpy.save(encoder.arrays, metadata=meta))
 
 
@@ -598,7 +613,7 @@ def test_streamed_file_is_what_safetensors_writes(tmp_path, rng):
     arrays = {"a": rng.standard_normal((5, 3)).astype(ml_dtypes.bfloat16),
               "b": np.arange(7, dtype=np.int64), "c": np.zeros((0, 2), np.float16),
               "d": np.array(True)}  # fmt: skip
-    path = tmp_path / "s"
+    path = tmp_path / "s.safetensors"
     save(dict(arrays), path)
     got = safetensors.numpy.load_file(str(path))
     assert sorted(got) == sorted(f"{k}" for k in arrays)
@@ -623,7 +638,7 @@ def test_a_killed_save_leaves_a_temp_that_the_next_save_removes(tmp_path):
     import signal
     import subprocess
 
-    path = tmp_path / "ckpt"
+    path = tmp_path / "ckpt.safetensors"
     save({"step": 1}, path)
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(path)],
                             stdout=subprocess.PIPE, text=True)  # fmt: skip
@@ -636,15 +651,15 @@ def test_a_killed_save_leaves_a_temp_that_the_next_save_removes(tmp_path):
     assert len(temps) == 1 and f".{proc.pid}." in temps[0], temps
     assert (tmp_path / temps[0]).stat().st_size >= 512 * 1024 * 4
     assert load(path) == {"step": 1}  # the kill left the previous checkpoint intact
-    keep = [f".ckpt.{os.getpid()}.0a0b0c0d.tmp",  # a writer that is still running
-            f".ckpt.1.{proc.pid}.0a0b0c0d.tmp",  # a dead writer of another file, ckpt.1
-            ".ckpt.0123456789abcdef.tmp"]  # of older flow (no pid), recent  # fmt: skip
-    old = tmp_path / ".ckpt.fedcba9876543210.tmp"  # of older flow, two hours old
+    keep = [f".ckpt.safetensors.{os.getpid()}.0a0b0c0d.tmp",  # a writer that is still running
+            f".ckpt.safetensors.1.{proc.pid}.0a0b0c0d.tmp",  # a dead writer of another file
+            ".ckpt.safetensors.0123456789abcdef.tmp"]  # of older flow (no pid), recent  # fmt: skip
+    old = tmp_path / ".ckpt.safetensors.fedcba9876543210.tmp"  # of older flow, 2 hours old
     for name in [*keep, old.name]:
         (tmp_path / name).write_bytes(b"partial")
     os.utime(old, (old.stat().st_atime - 7200, old.stat().st_mtime - 7200))
     save({"step": 2}, path)
-    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt", *keep])
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt.safetensors", *keep])
     assert load(path) == {"step": 2}
 
 

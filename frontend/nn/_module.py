@@ -191,6 +191,27 @@ class Module(ForwardHooks):
             _calls.setdefault(id(self), (_describe(args), _describe(out)))
         return out
 
+    # ------------------------------------------------------------------ constructor record
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Wrap each subclass's own `__init__` so an instance keeps the (args, kwargs) of its
+        outermost constructor call in `_init_call`: `flow.save(module, path)` stores them,
+        with the state dict, instead of pickling the object."""
+        import functools
+
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_records_call", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):  # noqa: N807
+            if "_init_call" not in self.__dict__:  # not a super().__init__(...) from below
+                object.__setattr__(self, "_init_call", (args, kw))
+            init(self, *args, **kw)
+
+        __init__._records_call = True
+        cls.__init__ = __init__
+
     # ------------------------------------------------------------------ registration
     def _require_init(self, what: str) -> None:
         if "_parameters" not in self.__dict__:
