@@ -15,6 +15,7 @@ bounded by ``FLOW_COLLECTIVE_TIMEOUT``. Standard library only; the caller passes
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -112,9 +113,11 @@ def start_process_manager(mpiexec: str, timeout: float) -> subprocess.Popen:
         listener.listen(1)
         listener.settimeout(timeout or None)
         port = listener.getsockname()[1]
-        argv = [mpiexec, "-pmi_args", str(port), "default_interface", "default_key",
-                str(os.getpid())]  # fmt: skip
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+        # Process id -1: the manager sends this process no signals. With its id, the manager
+        # kills this process's whole process group (the launcher, the other ranks) when this
+        # process ends without finalising MPI; flow's launchers stop the ranks themselves.
+        argv = [mpiexec, "-pmi_args", str(port), "default_interface", "default_key", "-1"]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
         try:
             conn, _ = listener.accept()
         except OSError as err:
@@ -137,6 +140,17 @@ def start_process_manager(mpiexec: str, timeout: float) -> subprocess.Popen:
         fd = os.dup(conn.fileno())  # not inherited by child processes
     os.environ.update({"PMI_FD": str(fd), "PMI_RANK": "0", "PMI_SIZE": "1"})
     return proc
+
+
+def _die_with_parent() -> None:
+    """In the manager's process: end it when this process ends, however it ends (a normal end
+    finalises MPI, which ends the manager anyway)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
 
 
 # ---------------------------------------------------------------------------------------------

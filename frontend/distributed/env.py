@@ -125,6 +125,12 @@ def abort(code: int = 1, reason: str = "") -> None:
 
         faults.aborting(code, reason)
         time.sleep(0.1)  # let mpiexec forward this rank's last output before it stops them all
+        from flow.targets import mpi
+
+        if mpi.env_world() is not None:
+            # No mpiexec stops the others: MPI_Abort would only have this process's own process
+            # manager kill it. Peers see it gone (run board, MPI) or time out.
+            os._exit(code)
         _world().Abort(code)
     raise SystemExit(code)
 
