@@ -189,7 +189,7 @@ class Group:
         return f"{self.label}: ranks {list(self.ranks)}"
 
 
-WORLD = "world"  # the label of COMM_WORLD, whoever calls on it
+WORLD = "world"  # the label of the world communicator, whoever calls on it
 _groups: dict[tuple[str, tuple[int, ...]], Group] = {}
 _by_key: dict[int, Group] = {}
 
@@ -497,9 +497,9 @@ def _fatal(message: str, short: str) -> None:
     aborting(1, short)
     print(message, file=sys.stderr, flush=True)
     time.sleep(0.1)  # let mpiexec forward the message before it stops every rank
-    from flow.targets.mpi import mpi
+    from flow.targets.mpi import world
 
-    mpi().COMM_WORLD.Abort(1)
+    world().Abort(1)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import faults
 from .mpi import mpi
+from .mpi import world as _world
 
 __all__ = [
     "PROGRAM_GROUP", "WORLD", "by_id", "communicator", "group_ranks", "info", "member",
@@ -44,14 +45,15 @@ _communicators: dict[tuple[int, ...], Any] = {}
 
 def _comms() -> list[Any]:
     if not _groups:
-        comm = mpi().COMM_WORLD
+        comm = _world()
         _groups.append(comm)
         _infos.append(faults.group(faults.WORLD, range(comm.size)))
     return _groups
 
 
 def world() -> Any:
-    """The communicator of all ranks (``MPI.COMM_WORLD``)."""
+    """The communicator of all ranks (``MPI.COMM_WORLD``, or the world formed from OneFlow's
+    launcher variables: ``flow.targets.mpi.world``)."""
     return _comms()[WORLD]
 
 
@@ -192,7 +194,7 @@ def member(group: int) -> Any:
     """The communicator of group id ``group``; raises on a rank outside it."""
     comm = by_id(group)
     if comm is None:
-        raise ValueError(f"this rank ({mpi().COMM_WORLD.rank}) is not in collective group {group}")
+        raise ValueError(f"this rank ({world().rank}) is not in collective group {group}")
     return comm
 
 

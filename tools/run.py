@@ -3,6 +3,10 @@
 flow-run module.vmfb --function main --input x.npy --input 2x2xf32=1,2,3,4
 flow-run script.py [args...]
 flow-run -n 4 script.py [args...]     (4 ranks under mpiexec; -n 1 runs in this process)
+flow-run -n 4 --hosts a,b script.py   (ranks across machines: mpiexec's -hosts, over ssh)
+flow-run -n 4 --hostfile F script.py  (mpiexec's -f: a host, or host:N, a line)
+    --launcher L (mpiexec's -launcher: ssh, rsh, slurm, ...) and --launcher-exec CMD (a command
+    called as ssh would be) choose how the other machines are reached.
 """
 
 from __future__ import annotations
@@ -51,14 +55,15 @@ def parse_input(spec: str) -> np.ndarray:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    nproc, argv = _split_nproc(argv)
+    opts, argv = _split_launch(argv)
+    nproc, hosts = opts.get("nproc"), {k: v for k, v in opts.items() if k != "nproc"}
     if argv and argv[0].endswith(".py"):
-        if nproc > 1:
-            return _launch_script(nproc, argv[0], argv[1:])
+        if hosts or (nproc or 1) > 1:
+            return _launch_script(nproc, argv[0], argv[1:], hosts)
         return _run_script(argv[0], argv[1:])
-    if nproc != 1:
-        print("flow-run: error: -n N runs a Python script: flow-run -n N script.py [args]",
-              file=sys.stderr)  # fmt: skip
+    if opts:
+        print("flow-run: error: -n N and the host options run a Python script: "
+              "flow-run -n N [--hosts a,b] script.py [args]", file=sys.stderr)  # fmt: skip
         return 2
     parser = argparse.ArgumentParser(prog="flow-run", description=__doc__.splitlines()[0])
     parser.add_argument("module", help="a .vmfb written by flow-compile, or a .py script")
@@ -117,37 +122,54 @@ def _type_name(r: np.ndarray) -> str:
     return "x".join([*map(str, r.shape), el])
 
 
-def _split_nproc(argv: list[str]) -> tuple[int, list[str]]:
-    """``-n N`` / ``--nproc N`` (also ``-nN``, ``--nproc=N``) in front of a script: the number of
-    ranks, and the remaining arguments (1 when absent)."""
-    if not argv:
-        return 1, argv
-    head, rest = argv[0], argv[1:]
-    if head in ("-n", "--nproc") and rest:
-        value, rest = rest[0], rest[1:]
-    elif head.startswith("--nproc="):
-        value = head.split("=", 1)[1]
-    elif head.startswith("-n") and head[2:].isdigit():
-        value = head[2:]
-    else:
-        return 1, argv
-    if not value.isdigit() or int(value) < 1:
-        print(f"flow-run: error: -n expects a number of processes >= 1, got {value!r}",
-              file=sys.stderr)  # fmt: skip
-        sys.exit(2)
-    return int(value), rest
+_LAUNCH_OPTIONS = {"-n": "nproc", "--nproc": "nproc", "--hosts": "hosts", "--hostfile": "hostfile",
+                   "--launcher": "launcher", "--launcher-exec": "launcher_exec"}  # fmt: skip
 
 
-def _launch_script(nproc: int, path: str, script_args: list[str]) -> int:
-    """Run a script on ``nproc`` ranks under mpiexec; the largest exit code of the ranks."""
-    from flow.distributed.launch import LauncherNotFoundError, launch
+def _split_launch(argv: list[str]) -> tuple[dict, list[str]]:
+    """The launch options in front of a script (``-n N`` / ``--nproc N``, also ``-nN`` and
+    ``--opt=value``; ``--hosts``, ``--hostfile``, ``--launcher``, ``--launcher-exec``), and the
+    remaining arguments."""
+    opts: dict = {}
+    while argv:
+        head = argv[0]
+        name, eq, value = head.partition("=")
+        if head.startswith("-n") and head[2:].isdigit():
+            name, value, argv = "-n", head[2:], argv[1:]
+        elif name in _LAUNCH_OPTIONS and eq:
+            argv = argv[1:]
+        elif head in _LAUNCH_OPTIONS and len(argv) > 1:
+            value, argv = argv[1], argv[2:]
+        else:
+            break
+        key = _LAUNCH_OPTIONS[name]
+        if key == "nproc":
+            if not value.isdigit() or int(value) < 1:
+                print(f"flow-run: error: -n expects a number of processes >= 1, got {value!r}",
+                      file=sys.stderr)  # fmt: skip
+                sys.exit(2)
+            opts[key] = int(value)
+        elif key == "hosts":
+            opts[key] = tuple(h.strip() for h in value.split(","))
+        else:
+            opts[key] = value
+    return opts, argv
+
+
+def _launch_script(nproc: int | None, path: str, script_args: list[str], hosts: dict) -> int:
+    """Run a script on ``nproc`` ranks under mpiexec, on ``hosts`` (``Hosts`` fields; ``nproc``
+    defaults to the hosts' slots); the largest exit code of the ranks."""
+    from flow.distributed.launch import Hosts, LauncherNotFoundError, launch
 
     if not os.path.exists(path):
         print(f"flow-run: error: script not found: {path}", file=sys.stderr)
         return 1
     try:
-        return launch(nproc, path, script_args, prog="flow-run")
-    except LauncherNotFoundError as err:
+        where = Hosts(**hosts) if hosts else None
+        if nproc is None:
+            nproc = sum(n for _, n in where.slots()) if where else 1
+        return launch(nproc, path, script_args, prog="flow-run", hosts=where)
+    except (LauncherNotFoundError, FileNotFoundError, ValueError) as err:
         print(f"flow-run: error: {err}", file=sys.stderr)
         return 1
 

@@ -2,12 +2,16 @@
 the rank on this node, the number of nodes.
 
 A process started without a launcher is rank 0 of a world of size 1, and MPI is never imported.
-Under ``mpiexec`` (``flow-run -n N``, ``python -m flow.distributed.launch``) MPI is initialised
-when this module is imported, IREE's own MPI detection is disabled, and an uncaught exception on
-any rank prints its traceback and aborts every rank, so a failure never leaves the others
-waiting in a collective. Every collective is bounded (``flow.targets.faults``): a rank that
-waits longer than ``FLOW_COLLECTIVE_TIMEOUT`` seconds, or for a rank that has ended, names the
-collective and the ranks that did not arrive, and aborts every rank.
+Under ``mpiexec`` (``flow-run -n N``) MPI is initialised when this module is imported, IREE's own
+MPI detection is disabled, and an uncaught exception on any rank prints its traceback and aborts
+every rank, so a failure never leaves the others waiting in a collective. Processes started by
+another launcher (``python -m flow.distributed.launch``, OneFlow's, torchrun, Slurm, Kubernetes)
+with OneFlow's variables ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK`` (and
+``LOCAL_RANK``) form one world here, at import (``flow.targets.rendezvous``); ``WORLD_SIZE=1`` or
+no ``WORLD_SIZE`` is a world of one, and under ``mpiexec`` mpiexec's world wins. Every collective
+is bounded (``flow.targets.faults``): a rank that waits longer than ``FLOW_COLLECTIVE_TIMEOUT``
+seconds, or for a rank that has ended, names the collective and the ranks that did not arrive,
+and aborts every rank.
 """
 
 from __future__ import annotations
@@ -36,19 +40,36 @@ __all__ = [
 # The launcher variables of flow.targets.collectives (a test checks they agree), repeated here so
 # that `import flow` loads neither the targets nor MPI when no launcher started the process.
 _LAUNCHER_VARS = ("PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK")
-_LAUNCHED = any(v in os.environ for v in _LAUNCHER_VARS)
+_MPI_LAUNCHED = any(v in os.environ for v in _LAUNCHER_VARS)
+
+
+def _env_world_asked() -> bool:
+    """Whether OneFlow's launcher variables ask for a world of several processes (read only when
+    ``WORLD_SIZE`` or ``RANK`` is set, so that ``import flow`` loads nothing more otherwise)."""
+    if _MPI_LAUNCHED or not ({"WORLD_SIZE", "RANK"} & os.environ.keys()):
+        return False
+    from flow.targets import mpi, rendezvous
+
+    try:
+        return mpi.env_world() is not None
+    except rendezvous.WorldError as err:
+        raise SystemExit(f"flow: {err}") from None
+
+
+_LAUNCHED = _MPI_LAUNCHED or _env_world_asked()
 
 _rank, _world_size, _local_rank, _node_size = 0, 1, 0, 1
 
 
-def _mpi() -> Any:
-    from flow.targets.collectives import mpi
+def _world() -> Any:
+    from flow.targets.mpi import world
 
-    return mpi()
+    return world()
 
 
 def is_distributed() -> bool:
-    """Whether this process is one rank of a run started by an MPI launcher."""
+    """Whether this process is one rank of several: started by an MPI launcher, or by another
+    with OneFlow's launcher variables (``WORLD_SIZE`` > 1)."""
     return _LAUNCHED
 
 
@@ -80,7 +101,7 @@ def barrier() -> None:
         from flow.targets import faults
 
         with faults.watch("barrier", faults.group(faults.WORLD, range(_world_size))):
-            _mpi().COMM_WORLD.Barrier()
+            _world().Barrier()
 
 
 def prepare_iree_for_mpi() -> None:
@@ -104,7 +125,13 @@ def abort(code: int = 1, reason: str = "") -> None:
 
         faults.aborting(code, reason)
         time.sleep(0.1)  # let mpiexec forward this rank's last output before it stops them all
-        _mpi().COMM_WORLD.Abort(code)
+        from flow.targets import mpi
+
+        if mpi.env_world() is not None:
+            # No mpiexec stops the others: MPI_Abort would only have this process's own process
+            # manager kill it. Peers see it gone (run board, MPI) or time out.
+            os._exit(code)
+        _world().Abort(code)
     raise SystemExit(code)
 
 
@@ -138,17 +165,26 @@ def _attach_board(world: Any) -> str | None:
 
 def _init() -> None:
     global _rank, _world_size, _local_rank, _node_size
-    prepare_iree_for_mpi()
-    MPI: Any = _mpi()
-    world = MPI.COMM_WORLD
+    from flow.targets import mpi, rendezvous
+
+    try:
+        prepare_iree_for_mpi()  # forms the world of OneFlow's launcher variables
+    except rendezvous.WorldError as err:
+        raise SystemExit(f"flow: {err}") from None
+    MPI: Any = mpi.mpi()
+    world = mpi.world()
     _rank, _world_size = world.rank, world.size
+    spec = mpi.env_world()
     made = _attach_board(world)
     from flow.targets import faults
 
     with faults.watch("init", faults.group(faults.WORLD, range(_world_size))):
         node = world.Split_type(MPI.COMM_TYPE_SHARED, key=world.rank)
-        _local_rank = node.rank
-        _node_size = world.allreduce(1 if node.rank == 0 else 0)
+        if spec is not None and spec.local_rank is not None:
+            _local_rank = spec.local_rank  # the launcher's word: it knows the nodes
+        else:
+            _local_rank = node.rank
+        _node_size = world.allreduce(1 if _local_rank == 0 else 0)
     node.Free()
     if made:  # every rank has mapped the board: the mapping outlives the file
         shutil.rmtree(made, ignore_errors=True)

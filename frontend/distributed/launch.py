@@ -10,6 +10,11 @@ Each rank runs under a supervisor (``flow.targets.faults``) that records on the 
 (a file in a run directory made here, ``FLOW_RUN_DIR``) how its process ended. A rank that ends
 before the others (an exit code, a signal, ``os._exit``) is reported as it happens, with its
 code, and the ranks left are stopped; a failed run ends with a line on how each rank ended.
+
+With OneFlow's multi-node options (``--nnodes``, ``--node_rank``, ``--master_addr``,
+``--master_port``) it does what OneFlow's launcher does instead: it starts this node's processes
+itself, each with OneFlow's variables, and they form one world with the other nodes' processes
+(:func:`spawn`, ``flow.targets.rendezvous``).
 """
 
 from __future__ import annotations
@@ -22,46 +27,21 @@ import shutil
 import signal
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
-from importlib import metadata
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LauncherNotFoundError", "find_mpiexec", "launch", "launch_command", "main"]
+from flow.targets.mpi import LauncherNotFoundError, find_mpiexec
+
+__all__ = ["Hosts", "LauncherNotFoundError", "find_mpiexec", "launch", "launch_command", "main",
+           "spawn"]  # fmt: skip
 
 # Variables of an enclosing MPI launch: a nested mpiexec must not inherit them.
 _INHERITED_MPI_VARS = ("PMI_RANK", "PMI_SIZE", "PMI_FD", "PMI_PORT", "PMI_ID", "PMI_HOSTNAME",
                        "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "MPIEXEC_HOSTNAME", "PMIX_RANK",
                        "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK")  # fmt: skip
-
-
-class LauncherNotFoundError(RuntimeError):
-    """No ``mpiexec`` of the ``mpich`` package was found."""
-
-
-def find_mpiexec() -> str:
-    """The ``mpiexec`` installed by the ``mpich`` wheel: from the package's file list, else next
-    to the Python executable or in the scripts directory."""
-    candidates: list[Path] = []
-    try:
-        files = metadata.files("mpich") or []
-        candidates += [Path(f.locate()) for f in files if Path(str(f)).name == "mpiexec"]
-    except metadata.PackageNotFoundError:
-        pass
-    candidates += [
-        Path(sys.executable).parent / "mpiexec",
-        Path(sysconfig.get_path("scripts")) / "mpiexec",
-    ]
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return str(path)
-    raise LauncherNotFoundError(
-        "mpiexec not found: looked in the mpich package and next to "
-        f"{sys.executable}. Install the MPI launcher with: pip install mpich mpi4py"
-    )
 
 
 def _cpu_count() -> int:
@@ -71,20 +51,70 @@ def _cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def launch_command(nproc: int, script: str, args: Sequence[str]) -> list[str]:
+@dataclass(frozen=True)
+class Hosts:
+    """Where the ranks run: mpiexec's ``-hosts`` list or ``-f`` host file (one ``host`` or
+    ``host:N`` a line), started through ``launcher`` (mpiexec's ``-launcher``: ``ssh`` by
+    default) or the command ``launcher_exec`` (``-launcher-exec``, called as ssh would be)."""
+
+    hosts: tuple[str, ...] = ()
+    hostfile: str | None = None
+    launcher: str | None = None
+    launcher_exec: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.hosts and self.hostfile:
+            raise ValueError("give either a host list or a host file, not both")
+        if any(not h or "," in h or h != h.strip() for h in self.hosts):
+            raise ValueError(f"host names must be non-empty, without spaces: {list(self.hosts)}")
+        if self.hostfile is not None and not os.path.isfile(self.hostfile):
+            raise FileNotFoundError(f"host file not found: {self.hostfile}")
+
+    def slots(self) -> list[tuple[str, int]]:
+        """(host, ranks it takes) in order; a host file's ``host:N`` takes N."""
+        if not self.hostfile:
+            return [(h, 1) for h in self.hosts]
+        out = []
+        with open(self.hostfile) as f:
+            for line in f:
+                entry = line.split("#", 1)[0].strip()
+                if entry:
+                    host, _, n = entry.partition(":")
+                    if n and not n.isdigit():
+                        raise ValueError(f"{self.hostfile}: {entry!r}: expected host or host:N")
+                    out.append((host, int(n) if n else 1))
+        if not out:
+            raise ValueError(f"host file {self.hostfile} names no host")
+        return out
+
+    def mpiexec_args(self) -> list[str]:
+        if not self.hosts and not self.hostfile:
+            return []
+        out = ["-hosts", ",".join(self.hosts)] if self.hosts else ["-f", self.hostfile or ""]
+        out += ["-launcher", self.launcher or "ssh"]
+        if self.launcher_exec:
+            out += ["-launcher-exec", self.launcher_exec]
+        return out
+
+
+def launch_command(nproc: int, script: str, args: Sequence[str],
+                   hosts: Hosts | None = None) -> list[str]:  # fmt: skip
     """The mpiexec command line that runs ``script`` on ``nproc`` ranks, each under its
-    supervisor (standard library only, in isolated mode: it starts in milliseconds)."""
+    supervisor (standard library only, in isolated mode: it starts in milliseconds), on
+    ``hosts`` (this machine when None)."""
     from flow.targets import faults
 
     bootstrap = "import sys; from flow.distributed.launch import _run_rank; sys.exit(_run_rank())"
     supervisor = [sys.executable, "-I", "-S", os.path.abspath(faults.__file__)]
     rank = [sys.executable, "-c", bootstrap, script, *args]
-    return [find_mpiexec(), "-n", str(nproc), *supervisor, *rank]
+    where = hosts.mpiexec_args() if hosts else []
+    return [find_mpiexec(), *where, "-n", str(nproc), *supervisor, *rank]
 
 
 def launch_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the ranks get: ours, without an enclosing launch's MPI variables, with
-    ``FLOW_CPU_DRIVER=local-sync`` when ranks would oversubscribe the cores."""
+    ``FLOW_CPU_DRIVER=local-sync`` when ranks would oversubscribe the cores (``nproc``: the
+    ranks on one machine)."""
     out = {k: v for k, v in (os.environ if env is None else env).items()}
     for var in _INHERITED_MPI_VARS:
         out.pop(var, None)
@@ -99,21 +129,25 @@ def launch(
     args: Sequence[str] = (),
     env: dict[str, str] | None = None,
     prog: str = "python -m flow.distributed.launch",
+    hosts: Hosts | None = None,
 ) -> int:
-    """Run ``script`` with ``args`` on ``nproc`` ranks and return the largest exit code
-    (non-zero whenever a rank ended before the others and the run was stopped); ``prog``
-    prefixes the launcher's reports on stderr."""
+    """Run ``script`` with ``args`` on ``nproc`` ranks (on ``hosts``: several machines) and
+    return the largest exit code (non-zero whenever a rank ended before the others and the run
+    was stopped); ``prog`` prefixes the launcher's reports on stderr."""
     from flow.targets import faults
 
     if nproc < 1:
         raise ValueError(f"the number of processes must be at least 1, got {nproc}")
     if not os.path.isfile(script):
         raise FileNotFoundError(f"script not found: {script}")
+    machines = len(hosts.slots()) if hosts is not None else 0
+    per_host = -(-nproc // machines) if machines else nproc  # ranks on one machine, at most
     run_dir = tempfile.mkdtemp(prefix="flow-run-")
     try:
         board = faults.Board.create(run_dir, nproc)
-        ranks_env = {**launch_env(nproc, env), faults.RUN_DIR_ENV: run_dir}
-        proc = subprocess.Popen(launch_command(nproc, script, args), env=ranks_env)
+        ranks_env = {**launch_env(per_host, env), faults.RUN_DIR_ENV: run_dir}
+        cmd = launch_command(nproc, script, args, hosts)
+        proc = subprocess.Popen(cmd, env=ranks_env)
         try:
             with _forward_sigterm(proc):
                 return _Monitor(proc, board, prog).run()
@@ -242,6 +276,100 @@ class _Monitor:
         return "; ".join(parts)
 
 
+ONEFLOW_DEFAULT_PORT = 29500
+
+
+def spawn(
+    nproc_per_node: int,
+    script: str,
+    args: Sequence[str] = (),
+    nnodes: int = 1,
+    node_rank: int = 0,
+    master_addr: str = "127.0.0.1",
+    master_port: int = ONEFLOW_DEFAULT_PORT,
+    env: dict[str, str] | None = None,
+    prog: str = "python -m flow.distributed.launch",
+) -> int:
+    """OneFlow's launcher: start this node's ``nproc_per_node`` processes of ``script``, each
+    with OneFlow's variables (``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``, ``RANK``,
+    ``LOCAL_RANK``), from which they form one world with the other nodes' processes
+    (``flow.targets.rendezvous``). The largest exit code; a rank that fails stops the others."""
+    if nproc_per_node < 1 or nnodes < 1:
+        raise ValueError(f"--nproc_per_node and --nnodes must be at least 1, got "
+                         f"{nproc_per_node} and {nnodes}")  # fmt: skip
+    if not 0 <= node_rank < nnodes:
+        raise ValueError(f"--node_rank {node_rank} is outside [0, {nnodes}) (--nnodes {nnodes})")
+    if not 0 < master_port < 65536:
+        raise ValueError(f"--master_port {master_port}: expected a port in [1, 65535]")
+    if not os.path.isfile(script):
+        raise FileNotFoundError(f"script not found: {script}")
+    base = launch_env(nproc_per_node, env)
+    base.update(MASTER_ADDR=master_addr, MASTER_PORT=str(master_port),
+                WORLD_SIZE=str(nnodes * nproc_per_node))  # fmt: skip
+    procs = []
+    for local in range(nproc_per_node):
+        rank = node_rank * nproc_per_node + local
+        ranks_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local)}
+        procs.append((rank, subprocess.Popen([sys.executable, "-u", script, *args], env=ranks_env)))
+    try:
+        with _forward_sigterm_all([p for _, p in procs]):
+            return _wait_all(procs, prog)
+    except KeyboardInterrupt:
+        _signal_all([p for _, p in procs], signal.SIGINT)
+        return max(_code(p.wait()) for _, p in procs) or 130
+
+
+def _code(rc: int) -> int:
+    return 128 - rc if rc < 0 else rc
+
+
+def _signal_all(procs: Sequence[subprocess.Popen], sig: int) -> None:
+    for p in procs:
+        if p.poll() is None:
+            try:
+                p.send_signal(sig)
+            except ProcessLookupError:
+                pass
+
+
+@contextlib.contextmanager
+def _forward_sigterm_all(procs: Sequence[subprocess.Popen]) -> Iterator[None]:
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda sig, _f: _signal_all(procs, sig))
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _wait_all(procs: list[tuple[int, subprocess.Popen]], prog: str) -> int:
+    """Wait for every rank; the first to fail is reported and the others are stopped
+    (SIGTERM, then SIGKILL after ``_Monitor.GRACE_S``)."""
+    failed: tuple[int, int] | None = None
+    stop_at = None
+    while any(p.poll() is None for _, p in procs):
+        time.sleep(_Monitor.POLL_S)
+        if failed is None:
+            for rank, p in procs:
+                rc = p.poll()
+                if rc:
+                    failed = (rank, _code(rc))
+                    print(f"{prog}: rank {rank} exited with code {failed[1]}; stopping the "
+                          "other ranks", file=sys.stderr, flush=True)  # fmt: skip
+                    _signal_all([q for _, q in procs], signal.SIGTERM)
+                    stop_at = time.monotonic() + _Monitor.GRACE_S
+                    break
+        elif stop_at is not None and time.monotonic() > stop_at:
+            _signal_all([q for _, q in procs], signal.SIGKILL)
+            stop_at = None
+    if failed is not None:
+        return failed[1]
+    return max(_code(p.returncode) for _, p in procs)
+
+
 def _run_rank() -> int:
     """The body of every rank: ``argv`` is ``[-c, script, args...]``."""
     script, *args = sys.argv[1:]
@@ -280,6 +408,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--nproc-per-node", "--nproc_per_node", type=int, default=1, metavar="N",
         help="number of processes (ranks) to start",
     )  # fmt: skip
+    oneflow = parser.add_argument_group(
+        "OneFlow's multi-node options", "with any of these, this node's processes are started "
+        "with OneFlow's variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, LOCAL_RANK) and "
+        "form one world with the other nodes', instead of running under mpiexec",
+    )  # fmt: skip
+    oneflow.add_argument("--nnodes", type=int, default=None, help="number of nodes (1)")
+    oneflow.add_argument("--node_rank", "--node-rank", type=int, default=None,
+                         help="this node's index (0)")  # fmt: skip
+    oneflow.add_argument("--master_addr", "--master-addr", default=None,
+                         help="the address of node 0 (127.0.0.1)")  # fmt: skip
+    oneflow.add_argument("--master_port", "--master-port", type=int, default=None,
+                         help=f"a free port on node 0 ({ONEFLOW_DEFAULT_PORT})")  # fmt: skip
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="script.py [args]",
         help="the Python script every rank runs, and its arguments",
@@ -288,6 +428,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not ns.command:
         parser.error("missing the script to run")
     try:
+        multi = (ns.nnodes, ns.node_rank, ns.master_addr, ns.master_port)
+        if any(v is not None for v in multi):
+            return spawn(
+                ns.nproc_per_node, ns.command[0], ns.command[1:], nnodes=ns.nnodes or 1,
+                node_rank=ns.node_rank or 0, master_addr=ns.master_addr or "127.0.0.1",
+                master_port=ns.master_port or ONEFLOW_DEFAULT_PORT, prog=parser.prog,
+            )  # fmt: skip
         return launch(ns.nproc_per_node, ns.command[0], ns.command[1:], prog=parser.prog)
     except (LauncherNotFoundError, FileNotFoundError, ValueError) as err:
         print(f"{parser.prog}: error: {err}", file=sys.stderr)
