@@ -14,6 +14,7 @@ from . import (
     init,
 )
 from ._containers import *  # noqa: F403  (each module lists its public names in __all__)
+from ._custom import build
 from ._conv_layers import *  # noqa: F403
 from ._graph import Graph, GraphConfig
 from ._layers import *  # noqa: F403
@@ -22,6 +23,7 @@ from ._module import *  # noqa: F403
 from ._norm_layers import *  # noqa: F403
 
 __all__ = [
-    "functional", "graph", "init", "Graph", "GraphConfig", *_module.__all__, *_containers.__all__, *_layers.__all__,
+    "functional", "graph", "init", "Graph", "GraphConfig", "build",
+    *_module.__all__, *_containers.__all__, *_layers.__all__,
     *_conv_layers.__all__, *_norm_layers.__all__, *_loss_modules.__all__,
 ]  # fmt: skip

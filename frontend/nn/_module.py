@@ -152,6 +152,12 @@ def _cast_(t: Tensor, dt: _dtypes.dtype) -> None:
         _cast_(t.grad, dt)
 
 
+def _is_placement(value: Any) -> bool:
+    from flow.distributed.placement import placement
+
+    return value is None or isinstance(value, placement)
+
+
 class Module:
     """Base class of layers and models: subclass, assign layers in `__init__`, define `forward`."""
 
@@ -179,10 +185,26 @@ class Module:
 
             args = tuple(move_to_stage(stage, a) for a in args)
             kwargs = {k: move_to_stage(stage, v) for k, v in kwargs.items()}
-        out = self.forward(*args, **kwargs)
+        plan = self.__dict__.get("_parallel")
+        if plan is not None:  # to_global(..., parallel=True): inputs take the plan's SBP
+            args, kwargs = plan.inputs(self, args, kwargs)
+        if callable(getattr(type(self), "backward", None)):  # its own gradient (nn/_custom.py)
+            from ._custom import call_with_backward
+
+            out = call_with_backward(self, args, kwargs)
+        else:
+            out = self.forward(*args, **kwargs)
         if _calls is not None:
             _calls.setdefault(id(self), (_describe(args), _describe(out)))
         return out
+
+    @staticmethod
+    def register_layer(name: str, cls: type | None = None):
+        """Make the Module subclass `cls` available as `flow.nn.<name>` and by name to
+        `flow.nn.build` (see nn/_custom.py); a name taken by another class raises."""
+        from ._custom import register_layer
+
+        return register_layer(name, cls)
 
     # ------------------------------------------------------------------ registration
     def _require_init(self, what: str) -> None:
@@ -504,8 +526,14 @@ class Module:
             place([*self.parameters(), *self.buffers()], device)
         return self
 
-    def to_global(self, placement=None, sbp=None) -> Module:
+    def to_global(self, placement=None, sbp=None, *, parallel: bool = False,
+                  model_parallel: bool = False,
+                  pipeline_parallel: bool = False) -> Module:  # fmt: skip
         """Make every parameter and buffer global in place (OneFlow's `Module.to_global`).
+
+        `to_global(flow.device("cuda"), parallel=True)` spreads the model over every rank of
+        that device: data parallel (`parallel`), tensor parallel (`model_parallel`) or in
+        pipeline stages (`pipeline_parallel`); see nn/_parallel.py.
 
         Parameters remain the same `Parameter` objects (trainable leaves, so an optimizer
         built before keeps working); `.grad`s are converted too. `sbp` is one SBP (entry
@@ -515,6 +543,12 @@ class Module:
         """
         from flow.distributed.global_tensor import to_global_
 
+        if parallel or model_parallel or pipeline_parallel or not _is_placement(placement):
+            from ._parallel import parallelize
+
+            return parallelize(self, placement, sbp, parallel=parallel,
+                               model_parallel=model_parallel,
+                               pipeline_parallel=pipeline_parallel)  # fmt: skip
         named = [*self.named_parameters(), *self.named_buffers()]
         with no_grad():
             for name, t in named:
