@@ -133,6 +133,39 @@ compare(model, [float(step(glob(x), glob(y)).numpy()) for x, y in batches], "TP 
 for name, q in model.named_parameters():
     check(q.sbp == (TP[name],), f"TP nn.Graph: {name} keeps its sbp")
 
+
+
+class Attention(nn.Module):
+    """Embedding, one attention head (q, k, v, out_proj) and a residual."""
+
+    def __init__(self, e=8):
+        super().__init__()
+        flow.manual_seed(1)
+        self.embed = nn.Embedding(10, e)
+        self.q, self.k, self.v = nn.Linear(e, e), nn.Linear(e, e), nn.Linear(e, e)
+        self.out_proj = nn.Linear(e, e)
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        a = flow.softmax(self.q(h) @ self.k(h).transpose(0, 1) * 0.35, dim=-1)
+        return (h + self.out_proj(a @ self.v(h))).sum(1)
+
+
+ids = np.array([1, 4, 4, 9, 0, 2])
+ref_attn = Attention()
+ref_out = ref_attn(flow.tensor(ids))
+ref_out.sum().backward()
+attn = Attention().to_global(DEVICE, model_parallel=True)
+for name in ("q", "k", "v", "out_proj"):
+    want_sbp = S(1) if name == "out_proj" else S(0)
+    check(getattr(attn, name).weight.sbp == (want_sbp,), f"attention: {name} is {want_sbp}")
+check(attn.embed.weight.sbp == (S(1),), "attention: the embedding splits its hidden dim")
+out = attn(flow.tensor(ids))
+close(out.numpy(), ref_out.numpy(), "attention, tensor parallel: forward")
+out.sum().backward()
+for (name, q), r in zip(attn.named_parameters(), ref_attn.parameters()):
+    close(q.grad.numpy(), r.grad.numpy(), f"attention, tensor parallel: gradient of {name}")
+
 # ----------------------------------------------------------------- pipeline_parallel=True
 # Balanced by parameters (112, 0, 136, 0, 27): the largest stage is as small as it can be.
 STAGES = {1: [0, 0, 0, 0, 0], 2: [0, 1, 1, 1, 1], 4: [0, 1, 2, 3, 3]}[world]
