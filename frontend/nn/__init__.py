@@ -9,6 +9,7 @@ from . import (
     _loss_modules,
     _module,
     _norm_layers,
+    _parallel,
     functional,
     graph,
     init,

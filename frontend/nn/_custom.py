@@ -20,6 +20,8 @@ from typing import Any
 from flow.core.autograd import Function
 from flow.core.tensor import Tensor
 
+from ._module import _HOOKS, Module
+
 __all__ = ["build", "call_with_backward", "has_backward", "register_layer"]
 
 _LAYERS: dict[str, type] = {}  # name -> Module subclass, from register_layer
@@ -76,8 +78,6 @@ def _nn():
 
 
 def _builtin(name: str) -> type | None:
-    from ._module import Module
-
     value = getattr(_nn(), name, None) if name in getattr(_nn(), "__all__", ()) else None
     return value if isinstance(value, type) and issubclass(value, Module) else None
 
@@ -87,8 +87,6 @@ def register_layer(name: str, cls: type | None = None):
 
     Registering the same class again is a no-op; a name taken by another class (a registered
     one or one of flow.nn's own layers) raises. Without `cls`, returns a class decorator."""
-    from ._module import Module
-
     if cls is None:
         return lambda c: register_layer(name, c)
     if not isinstance(name, str) or not name.isidentifier():
@@ -139,10 +137,8 @@ def build(config: Any):
     other keys are keyword arguments; `"args": [...]` gives positional ones), or a list of
     such dicts, which becomes an `nn.Sequential`. Values that are configs themselves are built
     first (`{"type": "Sequential", "args": [{...}, {...}]}`)."""
-    from ._containers import Sequential
-
     if isinstance(config, (list, tuple)):
-        return Sequential(*(build(c) for c in config))
+        return _lookup("Sequential")(*(build(c) for c in config))
     if not isinstance(config, dict) or "type" not in config:
         raise TypeError(f"flow.nn.build: expected a dict with a 'type' key (a layer's name) or "
                         f"a list of them, got {config!r}")  # fmt: skip
@@ -157,3 +153,6 @@ def build(config: Any):
     except TypeError as err:
         raise TypeError(f"flow.nn.build: {config['type']}(args={list(args)}, "
                         f"kwargs={kwargs}): {err}") from None  # fmt: skip
+
+
+_HOOKS.update(backward=call_with_backward, register_layer=register_layer)

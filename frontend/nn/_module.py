@@ -152,6 +152,11 @@ def _cast_(t: Tensor, dt: _dtypes.dtype) -> None:
         _cast_(t.grad, dt)
 
 
+# What Module calls in the flow.nn modules built on it, registered when they load (custom
+# backward and register_layer: nn/_custom.py; the parallel flags of to_global: nn/_parallel.py)
+_HOOKS: dict[str, Callable] = {}
+
+
 def _is_placement(value: Any) -> bool:
     from flow.distributed.placement import placement
 
@@ -189,9 +194,7 @@ class Module:
         if plan is not None:  # to_global(..., parallel=True): inputs take the plan's SBP
             args, kwargs = plan.inputs(self, args, kwargs)
         if callable(getattr(type(self), "backward", None)):  # its own gradient (nn/_custom.py)
-            from ._custom import call_with_backward
-
-            out = call_with_backward(self, args, kwargs)
+            out = _HOOKS["backward"](self, args, kwargs)
         else:
             out = self.forward(*args, **kwargs)
         if _calls is not None:
@@ -202,9 +205,7 @@ class Module:
     def register_layer(name: str, cls: type | None = None):
         """Make the Module subclass `cls` available as `flow.nn.<name>` and by name to
         `flow.nn.build` (see nn/_custom.py); a name taken by another class raises."""
-        from ._custom import register_layer
-
-        return register_layer(name, cls)
+        return _HOOKS["register_layer"](name, cls)
 
     # ------------------------------------------------------------------ registration
     def _require_init(self, what: str) -> None:
@@ -544,11 +545,9 @@ class Module:
         from flow.distributed.global_tensor import to_global_
 
         if parallel or model_parallel or pipeline_parallel or not _is_placement(placement):
-            from ._parallel import parallelize
-
-            return parallelize(self, placement, sbp, parallel=parallel,
-                               model_parallel=model_parallel,
-                               pipeline_parallel=pipeline_parallel)  # fmt: skip
+            return _HOOKS["parallelize"](self, placement, sbp, parallel=parallel,
+                                         model_parallel=model_parallel,
+                                         pipeline_parallel=pipeline_parallel)  # fmt: skip
         named = [*self.named_parameters(), *self.named_buffers()]
         with no_grad():
             for name, t in named:

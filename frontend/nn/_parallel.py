@@ -37,6 +37,8 @@ import numpy as np
 from flow.core.autograd import no_grad
 from flow.core.tensor import Tensor
 
+from ._module import _HOOKS
+
 __all__ = ["InputPlan", "balance", "parallelize", "tensor_parallel_sbp"]
 
 _FLAGS = ("parallel", "model_parallel", "pipeline_parallel")
@@ -253,3 +255,6 @@ def _pipeline(module: Any, pl: Any) -> Any:
 
                 to_global_(b, placement(pl.type, [int(r) for r in groups[0]]), sbp.broadcast)
     return module
+
+
+_HOOKS["parallelize"] = parallelize
