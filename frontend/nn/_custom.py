@@ -22,14 +22,9 @@ from flow.core.tensor import Tensor
 
 from ._module import _HOOKS, Module
 
-__all__ = ["build", "call_with_backward", "has_backward", "register_layer"]
+__all__ = ["build", "call_with_backward", "register_layer"]
 
 _LAYERS: dict[str, type] = {}  # name -> Module subclass, from register_layer
-
-
-def has_backward(module: Any) -> bool:
-    """Whether the module's class defines its own `backward` (a custom gradient)."""
-    return callable(getattr(type(module), "backward", None))
 
 
 class _ModuleOp(Function):
@@ -66,6 +61,12 @@ class _ModuleOp(Function):
 
 def call_with_backward(module: Any, args: tuple, kwargs: dict) -> Tensor:
     """Call `module.forward(*args, **kwargs)` with the module's own backward as its gradient."""
+    for key, value in kwargs.items():
+        if isinstance(value, Tensor) and value.requires_grad:
+            raise TypeError(
+                f"{type(module).__name__} has its own backward, which gives the gradients of "
+                f"the positional arguments of forward; pass the tensor {key}= positionally"
+            )
     params = [p for p in module.parameters() if p.requires_grad]
     return _ModuleOp.apply(module, kwargs, len(args), *args, *params)
 

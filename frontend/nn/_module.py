@@ -548,6 +548,7 @@ class Module:
             return _HOOKS["parallelize"](self, placement, sbp, parallel=parallel,
                                          model_parallel=model_parallel,
                                          pipeline_parallel=pipeline_parallel)  # fmt: skip
+        self.__dict__.pop("_parallel", None)  # an explicit distribution replaces a flag's
         named = [*self.named_parameters(), *self.named_buffers()]
         with no_grad():
             for name, t in named:

@@ -166,6 +166,34 @@ out.sum().backward()
 for (name, q), r in zip(attn.named_parameters(), ref_attn.parameters()):
     close(q.grad.numpy(), r.grad.numpy(), f"attention, tensor parallel: gradient of {name}")
 
+
+
+class HalfGrad(nn.Module):
+    """The identity, with the gradient halved: a Module's own backward."""
+
+    def forward(self, x):
+        return x * 1.0
+
+    def backward(self, g):
+        return g * 0.5
+
+
+def custom():
+    flow.manual_seed(2)
+    return nn.Sequential(nn.Linear(6, 4), HalfGrad(), nn.Linear(4, 1))
+
+
+x0 = batches[0][0]
+ref_c = custom()
+(ref_c(flow.tensor(x0)) ** 2).mean().backward()
+dp_c = custom().to_global(DEVICE, parallel=True)
+(dp_c(glob(x0)) ** 2).mean().backward()
+for (name, q), r in zip(dp_c.named_parameters(), ref_c.parameters()):
+    close(q.grad.numpy(), r.grad.numpy(), f"custom backward, data parallel: gradient of {name}")
+w2 = ref_c[2].weight.numpy()
+g_h = 2 * (ref_c(flow.tensor(x0)).numpy()) / 8 @ w2 * 0.5  # through HalfGrad: halved
+close(ref_c[0].bias.grad.numpy(), g_h.sum(0), "custom backward halves the gradient (numpy)")
+
 # ----------------------------------------------------------------- pipeline_parallel=True
 # Balanced by parameters (112, 0, 136, 0, 27): the largest stage is as small as it can be.
 STAGES = {1: [0, 0, 0, 0, 0], 2: [0, 1, 1, 1, 1], 4: [0, 1, 2, 3, 3]}[world]

@@ -168,6 +168,21 @@ def test_wrong_number_of_gradients_says_what_was_expected():
         _grad(Bad(), X, G)
 
 
+def test_tensor_keyword_arguments_needing_grad_are_refused():
+    class Mul(nn.Module):
+        def forward(self, x, *, y):
+            return x * y
+
+        def backward(self, g):
+            return g
+
+    x = flow.tensor(X, requires_grad=True)
+    np.testing.assert_allclose(Mul()(x, y=flow.tensor(G)).numpy(), X * G)
+    with pytest.raises(TypeError, match="Mul has its own backward.*pass the tensor y= "
+                                        "positionally"):  # fmt: skip
+        Mul()(x, y=flow.tensor(G, requires_grad=True))
+
+
 def test_forward_returning_a_tuple_is_refused():
     class Pair(nn.Module):
         def forward(self, x):

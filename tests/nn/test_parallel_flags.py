@@ -79,6 +79,8 @@ def test_data_parallel_splits_inputs_and_broadcasts_parameters():
         np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
     model = mlp().to_global("cpu", parallel=True)  # a device string works too
     np.testing.assert_allclose(model(flow.tensor(X)).numpy(), want, rtol=1e-6)
+    model.to_global(placement.all("cpu"), B)  # an explicit distribution replaces the flag's
+    assert model(flow.tensor(X).to_global(placement.all("cpu"), B)).sbp != (S(0),)
 
 
 def test_balance_minimizes_the_largest_stage():
