@@ -15,13 +15,14 @@ be usable here, as `x.to(device)` does); a 1-D `flow.placement` may be given ins
   S(1), bias B), so the activation between them is split and the pair's result is a partial
   sum that becomes B. Attention blocks are known by the names of their projections: `q`, `k`,
   `v`, `query`, `key`, `value`, `qkv`, `q_proj`, ... are column-parallel (the heads split),
-  `out`, `o`, `out_proj`, `o_proj`, `proj`, `c_proj` row-parallel. Embeddings split their hidden dim
-  (S(1)); other parameters and buffers are B. Tensor arguments are replicated (B): a local
-  one is the same on every rank.
+  `out`, `o`, `out_proj`, `o_proj`, `proj`, `c_proj` row-parallel. Embeddings split their
+  hidden dim (S(1)); other parameters and buffers are B. Tensor arguments are replicated
+  (B): a local one is the same on every rank.
 * `pipeline_parallel`: the model's top-level children, in order, cut into contiguous stages
   balanced by parameter count (one stage per rank, or per group of ranks when there are
-  fewer children than ranks); each stage's parameters are B on its ranks and it is set as a
-  pipeline stage (`set_stage`), so nn.Graph runs the micro-batches of
+  fewer children than ranks: such a stage is data parallel, a batch moved to it is split
+  S(0)); each stage's parameters are B on its ranks and it is set as a pipeline stage
+  (`set_stage`), so nn.Graph runs the micro-batches of
   `config.set_gradient_accumulation_steps` with the 1F1B schedule.
 
 Whatever the split, results equal single-device ones: SBP only says where the pieces are.
@@ -246,7 +247,9 @@ def _pipeline(module: Any, pl: Any) -> Any:
         where = placement(pl.type, [int(r) for r in group])
         for _, child in children[start : start + count]:
             child.to_global(where, sbp.broadcast)
-            child.to(GraphModule).set_stage(stage_id, where)
+            # a stage of several ranks is data parallel: the batch it receives is split
+            moved = [sbp.split(0)] if len(group) > 1 else None
+            child.to(GraphModule).set_stage(stage_id, where, sbp=moved)
         start += count
     with no_grad():
         for _, b in module.named_buffers(recurse=False):

@@ -218,4 +218,28 @@ model = mlp().to_global(DEVICE, pipeline_parallel=True)
 compare(model, train_eager(model, [(flow.tensor(x), glob(y, last)) for x, y in batches]),
         "PP eager")  # fmt: skip
 
+if world == 4:  # three children on four ranks: stage 0 is ranks 0 and 1, data parallel
+    def short() -> nn.Sequential:
+        flow.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
+
+    ref, ref_losses = short(), []
+    opt = sgd(ref)
+    for x, y in batches:
+        opt.zero_grad()
+        loss = F.cross_entropy(ref(flow.tensor(x)), flow.tensor(y))
+        loss.backward()
+        opt.step()
+        ref_losses.append(float(loss.numpy()))
+    want = [q.numpy() for q in ref.parameters()]
+    model = short().to_global(DEVICE, pipeline_parallel=True)
+    settings = [c.to(nn.graph.GraphModule) for c in model]
+    check([s.placement.ranks for s in settings] == [[0, 1], [2], [3]],
+          f"stage ranks {[s.placement.ranks for s in settings]}")  # fmt: skip
+    check(model[0].weight.placement == placement("cpu", [0, 1]), "stage 0 holds its weights")
+    first, last = settings[0].placement, settings[-1].placement
+    step = Step(model, micro_batches=2)
+    losses = [float(step(glob(x, first), glob(y, last)).numpy()) for x, y in batches]
+    compare(model, losses, "PP nn.Graph, a data-parallel stage")
+
 check.done()
