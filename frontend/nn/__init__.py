@@ -9,12 +9,14 @@ from . import (
     _loss_modules,
     _module,
     _norm_layers,
+    _parallel,
     functional,
     graph,
     init,
     parallel,
 )
 from ._containers import *  # noqa: F403  (each module lists its public names in __all__)
+from ._custom import build
 from ._conv_layers import *  # noqa: F403
 from ._graph import Graph, GraphConfig
 from ._layers import *  # noqa: F403
@@ -23,6 +25,7 @@ from ._module import *  # noqa: F403
 from ._norm_layers import *  # noqa: F403
 
 __all__ = [
-    "functional", "graph", "init", "parallel", "Graph", "GraphConfig", *_module.__all__, *_containers.__all__, *_layers.__all__,
+    "functional", "graph", "init", "parallel", "Graph", "GraphConfig", "build",
+    *_module.__all__, *_containers.__all__, *_layers.__all__,
     *_conv_layers.__all__, *_norm_layers.__all__, *_loss_modules.__all__,
 ]  # fmt: skip

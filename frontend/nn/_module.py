@@ -22,7 +22,7 @@ from flow.core.autograd import no_grad
 from flow.ops.basic import tensor as _to_tensor
 from flow.core.tensor import Tensor
 
-from ._module_hooks import ForwardHooks
+from ._module_hooks import ForwardHooks, RecordsInit
 
 
 _calls: dict | None = None  # set by `recording_calls`: id(module) -> its first call's I/O
@@ -154,7 +154,18 @@ def _cast_(t: Tensor, dt: _dtypes.dtype) -> None:
         _cast_(t.grad, dt)
 
 
-class Module(ForwardHooks):
+# What Module calls in the flow.nn modules built on it, registered when they load (custom
+# backward and register_layer: nn/_custom.py; the parallel flags of to_global: nn/_parallel.py)
+_HOOKS: dict[str, Callable] = {}
+
+
+def _is_placement(value: Any) -> bool:
+    from flow.distributed.placement import placement
+
+    return value is None or isinstance(value, placement)
+
+
+class Module(ForwardHooks, RecordsInit):
     """Base class of layers and models: subclass, assign layers in `__init__`, define `forward`."""
 
     training: bool
@@ -184,33 +195,24 @@ class Module(ForwardHooks):
 
             args = tuple(move_to_stage(stage, a) for a in args)
             kwargs = {k: move_to_stage(stage, v) for k, v in kwargs.items()}
-        out = self.forward(*args, **kwargs)
+        plan = self.__dict__.get("_parallel")
+        if plan is not None:  # to_global(..., parallel=True): inputs take the plan's SBP
+            args, kwargs = plan.inputs(self, args, kwargs)
+        if callable(getattr(type(self), "backward", None)):  # its own gradient (nn/_custom.py)
+            out = _HOOKS["backward"](self, args, kwargs)
+        else:
+            out = self.forward(*args, **kwargs)
         if d.get("_forward_hooks"):  # register_forward_hook
             out = self._run_forward_hooks(args, kwargs, out)
         if _calls is not None:
             _calls.setdefault(id(self), (_describe(args), _describe(out)))
         return out
 
-    # ------------------------------------------------------------------ constructor record
-    def __init_subclass__(cls, **kwargs) -> None:
-        """Wrap each subclass's own `__init__` so an instance keeps the (args, kwargs) of its
-        outermost constructor call in `_init_call`: `flow.save(module, path)` stores them,
-        with the state dict, instead of pickling the object."""
-        import functools
-
-        super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        if init is None or getattr(init, "_records_call", False):
-            return
-
-        @functools.wraps(init)
-        def __init__(self, *args, **kw):  # noqa: N807
-            if "_init_call" not in self.__dict__:  # not a super().__init__(...) from below
-                object.__setattr__(self, "_init_call", (args, kw))
-            init(self, *args, **kw)
-
-        __init__._records_call = True
-        cls.__init__ = __init__
+    @staticmethod
+    def register_layer(name: str, cls: type | None = None):
+        """Make the Module subclass `cls` available as `flow.nn.<name>` and by name to
+        `flow.nn.build` (see nn/_custom.py); a name taken by another class raises."""
+        return _HOOKS["register_layer"](name, cls)
 
     # ------------------------------------------------------------------ registration
     def _require_init(self, what: str) -> None:
@@ -532,8 +534,13 @@ class Module(ForwardHooks):
             place([*self.parameters(), *self.buffers()], device)
         return self
 
-    def to_global(self, placement=None, sbp=None) -> Module:
+    def to_global(self, placement=None, sbp=None, *, parallel: bool = False,
+                  model_parallel: bool = False, pipeline_parallel: bool = False) -> Module:
         """Make every parameter and buffer global in place (OneFlow's `Module.to_global`).
+
+        `to_global(flow.device("cuda"), parallel=True)` spreads the model over every rank of
+        that device: data parallel (`parallel`), tensor parallel (`model_parallel`) or in
+        pipeline stages (`pipeline_parallel`); see nn/_parallel.py.
 
         Parameters remain the same `Parameter` objects (trainable leaves, so an optimizer
         built before keeps working); `.grad`s are converted too. `sbp` is one SBP (entry
@@ -542,7 +549,11 @@ class Module(ForwardHooks):
         tensor with `placement` or `sbp` None keeps that part of its distribution.
         """
         from flow.distributed.global_tensor import to_global_
-
+        if parallel or model_parallel or pipeline_parallel or not _is_placement(placement):
+            return _HOOKS["parallelize"](self, placement, sbp, parallel=parallel,
+                                         model_parallel=model_parallel,
+                                         pipeline_parallel=pipeline_parallel)  # fmt: skip
+        self.__dict__.pop("_parallel", None)  # an explicit distribution replaces a flag's
         named = [*self.named_parameters(), *self.named_buffers()]
         with no_grad():
             for name, t in named:

@@ -1,4 +1,5 @@
-"""Forward hooks of `flow.nn.Module`: code that runs before and after a module's `forward`.
+"""Forward hooks of `flow.nn.Module` (code that runs before and after its `forward`), and its
+record of constructor arguments (`RecordsInit`, for whole-model checkpoints).
 
 `register_forward_pre_hook(hook)`: `hook(module, args)` runs before `forward` and may return
 new positional arguments (a tuple, or one value); `register_forward_hook(hook)`:
@@ -16,7 +17,7 @@ from typing import Any
 
 from flow.core.autograd import RemovableHandle
 
-__all__ = ["ForwardHooks"]
+__all__ = ["ForwardHooks", "RecordsInit"]
 
 
 def _add(module: Any, store: str, hook: Callable, prepend: bool, with_kwargs: bool, what: str):
@@ -78,3 +79,27 @@ class ForwardHooks:
             if new is not None:
                 output = new
         return output
+
+
+class RecordsInit:
+    """Module's record of how each instance was constructed (for whole-model checkpoints)."""
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        """Wrap each subclass's own `__init__` so an instance keeps the (args, kwargs) of its
+        outermost constructor call in `_init_call`: `flow.save(module, path)` stores them,
+        with the state dict, instead of pickling the object."""
+        import functools
+
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_records_call", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kw):  # noqa: N807
+            if "_init_call" not in self.__dict__:  # not a super().__init__(...) from below
+                object.__setattr__(self, "_init_call", (args, kw))
+            init(self, *args, **kw)
+
+        __init__._records_call = True
+        cls.__init__ = __init__

@@ -45,6 +45,12 @@ class GraphModule:
         stage = self._module.__dict__.get("_stage")
         return None if stage is None else stage.stage_id
 
+    @property
+    def placement(self) -> Any:
+        """The placement of the module's stage (None when it is not a stage)."""
+        stage = self._module.__dict__.get("_stage")
+        return None if stage is None else stage.placement
+
     def set_stage(self, stage_id: int, placement: Any = None, *, sbp: Any = None) -> GraphModule:
         """Run the module as pipeline stage `stage_id` on `placement`."""
         from flow.distributed.placement import placement as placement_cls
@@ -127,14 +133,14 @@ def check_stages(gname: str, modules: list[tuple[str, Any]]) -> list[Any]:
 
 def move_to_stage(stage: Stage, value: Any) -> Any:
     """A staged module's tensor argument, moved to the stage's placement if it is elsewhere
-    (inside a traced graph; eager calls are left alone)."""
+    (a local one, the same on every rank, becomes global there)."""
     from flow.core.tensor import Tensor
     from flow.distributed.placement import global_info, is_global
 
-    if not isinstance(value, Tensor) or value._trace is None:
+    if not isinstance(value, Tensor):
         return value
     here = global_info(value).placement.attr if is_global(value) else None
-    if here is None:
+    if here is None and value._trace is not None:
         here = value._trace.placement_of(value._value)
     if here == stage.placement.attr:
         return value
