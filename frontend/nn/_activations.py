@@ -207,7 +207,8 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     if p == 1:
         out = x * 0.0
     else:
-        keep = keep_mask(tuple(x.shape), 1.0 - p, generator_arg("dropout", None))
+        where_ = x.placement if x.is_global else None  # a global mask is the same everywhere
+        keep = keep_mask(tuple(x.shape), 1.0 - p, generator_arg("dropout", None, where_))
         out = where(keep, x * (1.0 / (1.0 - p)), 0.0)
     if inplace:
         if current_trace() is not None:

@@ -465,7 +465,8 @@ def bernoulli(input: Tensor, p: float | None = None, *,
     if p is not None and not 0 <= p <= 1:
         raise op_error("bernoulli", f"expected p in [0, 1], got {p}")
     probs = input if p is None else float(p)
-    mask = keep_mask(tuple(input.shape), probs, generator_arg("bernoulli", generator))
+    gen = generator_arg("bernoulli", generator, input.placement if input.is_global else None)
+    mask = keep_mask(tuple(input.shape), probs, gen)
     return to(mask, input.dtype)
 
 

@@ -119,6 +119,11 @@ check.close(drawn[0], flow.randn(5, generator=same_state).numpy(), "rank 0: the 
 check(len({row.tobytes() for row in drawn}) == world, "unseeded local draws differ per rank")
 glob = flow.randn(5, placement=everyone, sbp=B)
 check(len({row.tobytes() for row in every_rank(glob.to_local())}) == 1, "global draws agree")
+dropped = flow.nn.functional.dropout(flow.ones(4, 6, placement=everyone, sbp=S(1)), p=0.5)
+check.close(every_rank(dropped.to_global(sbp=B).to_local())[0], dropped.numpy(),
+            "unseeded dropout of a global tensor: one mask on every rank")  # fmt: skip
+coins = flow.bernoulli(flow.full((16,), 0.5, placement=everyone, sbp=B)).to_local()
+check(len({row.tobytes() for row in every_rank(coins)}) == 1, "global bernoulli agrees")
 flow.manual_seed(7)
 seeded = every_rank(flow.rand(5))
 check(len({row.tobytes() for row in seeded}) == 1, "seeded local draws agree")
