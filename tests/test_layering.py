@@ -154,3 +154,16 @@ def test_analyzer_finds_imports_between_top_level_folders(tmp_path):
     assert (
         layering.line_counts(g.mods, str(tmp_path))[os.path.join("frontend", "core", "a.py")] == 6
     )
+
+
+def test_test_files_have_unique_basenames():
+    """pytest imports test modules by basename (rootdir-relative packages are not used), so
+    two test files of one name in different folders stop the whole collection."""
+    seen: dict[str, list[str]] = {}
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for folder, _, files in os.walk(tests):
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                seen.setdefault(name, []).append(os.path.relpath(os.path.join(folder, name)))
+    clashes = {n: paths for n, paths in seen.items() if len(paths) > 1}
+    assert not clashes, f"test files sharing a basename: {clashes}"

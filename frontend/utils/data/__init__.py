@@ -23,10 +23,11 @@ from ._sampler import (
     WeightedRandomSampler,
 )
 from ._worker import WorkerInfo, get_worker_info
+from .distributed import DistributedSampler
 
 __all__ = [
     "Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset", "Subset",
     "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
     "WeightedRandomSampler", "BatchSampler", "DataLoader", "default_collate", "default_convert",
-    "get_worker_info", "WorkerInfo",
+    "get_worker_info", "WorkerInfo", "DistributedSampler", "distributed",
 ]  # fmt: skip
