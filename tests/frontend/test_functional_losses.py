@@ -91,6 +91,24 @@ def test_cross_entropy_class_indices(rng, input_shape, target_shape):
     check(fn, ref, logits, target, weight, rtol=1e-5, atol=1e-5)
 
 
+def test_cross_entropy_takes_indices_with_a_trailing_1_as_oneflow_does(rng):
+    """OneFlow's docs train with `flow.ones(N, 1, dtype=flow.int64)` targets: the trailing 1
+    is dropped (OneFlow flattens the target), eager and compiled alike."""
+    logits = data(rng, (6, 4))
+    target = rng.integers(0, 4, (6, 1))
+
+    def fn(x, t):
+        return F.cross_entropy(x, t), F.nll_loss(F.log_softmax(x, 1), t, reduction="sum")
+
+    def ref(x, t):
+        lp = np_log_softmax(x, 1)
+        return np_nll(lp, t[:, 0]), np_nll(lp, t[:, 0], reduction="sum")
+
+    check(fn, ref, logits, target, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"expected target of shape \[6\]"):
+        F.cross_entropy(flow.tensor(logits), flow.tensor(rng.integers(0, 4, (6, 2))))
+
+
 def test_cross_entropy_probabilities(rng):
     logits = data(rng, (5, 3)) * 2
     probs = rng.dirichlet(np.ones(3), 5).astype(F32)
