@@ -24,8 +24,8 @@ from flow.ops.basic import from_numpy
 from flow.utils.rng import as_generator, numpy_rng
 
 __all__ = [
-    "Compose", "ToTensor", "Normalize", "CenterCrop", "RandomCrop", "RandomHorizontalFlip",
-    "Lambda",
+    "Compose", "ToTensor", "Normalize", "Resize", "CenterCrop", "RandomCrop",
+    "RandomHorizontalFlip", "RandomVerticalFlip", "Lambda",
 ]  # fmt: skip
 
 Image = Any  # a numpy array (H, W[, C]) or a flow.Tensor (..., C, H, W)
@@ -213,23 +213,97 @@ class RandomCrop:
         return f"RandomCrop(size={self.size}, padding={self.padding})"
 
 
-class RandomHorizontalFlip:
-    """Mirror the image left-right with probability `p`."""
+class _RandomFlip:
+    """Mirror the image along one of its (H, W) axes with probability `p`."""
+
+    _axis = 1  # of (H, W): 1 mirrors left-right, 0 upside down
 
     def __init__(self, p: float = 0.5, generator=None):
+        name = type(self).__name__
         if not 0 <= p <= 1:
-            raise ValueError(f"RandomHorizontalFlip: expected p in [0, 1], got {p}")
+            raise ValueError(f"{name}: expected p in [0, 1], got {p}")
         self.p = p
-        self.generator = as_generator(generator, "RandomHorizontalFlip")
+        self.generator = as_generator(generator, name)
 
     def __call__(self, img: Image) -> Image:
-        arr, axes = _as_array(img, "RandomHorizontalFlip"), _hw_axes(img)
+        arr, axes = _as_array(img, type(self).__name__), _hw_axes(img)
         if numpy_rng(self.generator).random() < self.p:
-            return _like(np.flip(arr, axes[1]), img)
+            return _like(np.flip(arr, axes[self._axis]), img)
         return img
 
     def __repr__(self) -> str:
-        return f"RandomHorizontalFlip(p={self.p})"
+        return f"{type(self).__name__}(p={self.p})"
+
+
+class RandomHorizontalFlip(_RandomFlip):
+    """Mirror the image left-right with probability `p`."""
+
+
+class RandomVerticalFlip(_RandomFlip):
+    """Flip the image upside down with probability `p`."""
+
+    _axis = 0
+
+
+def _resize_weights(n_in: int, n_out: int, mode: str, antialias: bool) -> np.ndarray:
+    """The (n_out, n_in) matrix resampling one axis: nearest, or bilinear (a triangle filter on
+    pixel centres, renormalised at the edges, as PIL's); when shrinking with `antialias` the
+    filter widens by the scale, so each output pixel averages the input pixels it covers."""
+    scale = n_in / n_out
+    centres = (np.arange(n_out) + 0.5) * scale
+    if mode == "nearest":
+        w = np.zeros((n_out, n_in))
+        src = np.minimum(np.floor(centres), n_in - 1).astype(int)  # as PIL: the centre's pixel
+        w[np.arange(n_out), src] = 1
+        return w
+    support = max(scale, 1.0) if antialias else 1.0
+    taps = np.arange(n_in) + 0.5
+    w = np.clip(1.0 - np.abs(taps[None, :] - centres[:, None]) / support, 0.0, None)
+    return w / w.sum(1, keepdims=True)
+
+
+class Resize:
+    """Resize to `size`: an int makes the shorter side that long (keeping the aspect ratio;
+    `max_size` caps the longer side), (h, w) is exact. `interpolation` "bilinear" (antialiased
+    when shrinking, as PIL and torchvision do) or "nearest"; a uint8 image stays uint8."""
+
+    def __init__(self, size, interpolation: str = "bilinear", max_size: int | None = None,
+                 antialias: bool = True):  # fmt: skip
+        self.interpolation = str(getattr(interpolation, "value", interpolation)).lower()
+        if self.interpolation not in ("bilinear", "nearest"):
+            raise ValueError(f"Resize: interpolation should be 'bilinear' or 'nearest', got "
+                             f"{interpolation!r}")  # fmt: skip
+        if isinstance(size, Sequence) and len(size) == 1:
+            size = size[0]
+        self.size = size if isinstance(size, numbers.Integral) else _size_pair(size, "Resize")
+        self.max_size, self.antialias = max_size, antialias
+
+    def _target(self, h: int, w: int) -> tuple[int, int]:
+        if not isinstance(self.size, numbers.Integral):
+            return self.size
+        short, long = (h, w) if h <= w else (w, h)
+        new_short, new_long = int(self.size), int(self.size * long / short)
+        if self.max_size is not None and new_long > self.max_size:
+            new_short, new_long = int(self.max_size * new_short / new_long), int(self.max_size)
+        return (new_short, new_long) if h <= w else (new_long, new_short)
+
+    def __call__(self, img: Image) -> Image:
+        arr, axes = _as_array(img, "Resize"), _hw_axes(img)
+        h, w = arr.shape[axes[0]], arr.shape[axes[1]]
+        th, tw = self._target(h, w)
+        if (th, tw) == (h, w):
+            return img
+        wh = _resize_weights(h, th, self.interpolation, self.antialias)
+        ww = _resize_weights(w, tw, self.interpolation, self.antialias)
+        x = np.moveaxis(arr.astype(np.float64), axes, (0, 1))
+        out = np.tensordot(ww, np.tensordot(wh, x, axes=(1, 0)), axes=(1, 1)).swapaxes(0, 1)
+        out = np.moveaxis(out, (0, 1), axes)
+        if arr.dtype == np.uint8:
+            out = np.clip(np.rint(out), 0, 255)
+        return _like(out.astype(arr.dtype), img)
+
+    def __repr__(self) -> str:
+        return f"Resize(size={self.size}, interpolation={self.interpolation})"
 
 
 class Lambda:

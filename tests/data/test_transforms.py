@@ -162,3 +162,53 @@ def test_compose_pipeline_and_lambda(image):
     assert "CenterCrop(size=(3, 3))" in repr(pipeline)
     with pytest.raises(TypeError, match="expected a callable"):
         T.Lambda(3)
+
+
+def test_random_vertical_flip(image):
+    flipped = T.RandomVerticalFlip(p=1.0)(image)
+    np.testing.assert_array_equal(flipped, image[::-1])
+    np.testing.assert_array_equal(T.RandomVerticalFlip(p=0.0)(image), image)
+    np.testing.assert_array_equal(T.RandomVerticalFlip(p=1.0)(_chw(image)).numpy(),
+                                  _chw(image[::-1]).numpy())  # fmt: skip
+    with pytest.raises(ValueError, match=r"RandomVerticalFlip: expected p in \[0, 1\]"):
+        T.RandomVerticalFlip(p=2)
+
+
+def _halve(x: np.ndarray, axis: int) -> np.ndarray:
+    """Antialiased bilinear halving along `axis` by hand: output j averages inputs 2j-1 ..
+    2j+2 with weights 1, 3, 3, 1 (a triangle twice as wide), those off the edge left out
+    and the rest renormalised."""
+    x = np.moveaxis(x, axis, 0)
+    n = x.shape[0]
+    rows = []
+    for j in range(n // 2):
+        taps = [(i, w) for i, w in zip(range(2 * j - 1, 2 * j + 3), (1, 3, 3, 1)) if 0 <= i < n]
+        rows.append(sum(w * x[i] for i, w in taps) / sum(w for _, w in taps))
+    return np.moveaxis(np.stack(rows), 0, axis)
+
+
+def test_resize_sizes_and_values(rng):
+    img = rng.random((12, 18, 3))
+    assert T.Resize(6)(img).shape == (6, 9, 3)  # the shorter side, aspect kept
+    assert T.Resize((5, 4))(img).shape == (5, 4, 3)
+    assert T.Resize(6, max_size=8)(img).shape == (5, 8, 3)
+    np.testing.assert_allclose(T.Resize((6, 9))(img), _halve(_halve(img, 0), 1), atol=1e-12)
+    up = T.Resize((24, 36), interpolation="nearest")(img)
+    np.testing.assert_array_equal(up, img.repeat(2, 0).repeat(2, 1))
+    flat = np.full((7, 5), 3.5)
+    np.testing.assert_allclose(T.Resize((11, 3))(flat), np.full((11, 3), 3.5))  # weights sum 1
+    chw = flow.tensor(img.transpose(2, 0, 1).astype(np.float32))
+    want = _halve(_halve(img, 0), 1).transpose(2, 0, 1)
+    np.testing.assert_allclose(T.Resize(6)(chw).numpy(), want, rtol=1e-5)
+    with pytest.raises(ValueError, match="interpolation should be 'bilinear' or 'nearest'"):
+        T.Resize(4, interpolation="cubic")
+
+
+def test_resize_uint8_matches_pil_bilinear(rng):
+    pil = pytest.importorskip("PIL.Image", reason="PIL cross-check (optional)")
+    img = rng.integers(0, 256, (32, 48, 3), dtype=np.uint8)
+    for size in (20, (40, 70), 64):
+        ours = T.Resize(size)(img)
+        assert ours.dtype == np.uint8
+        theirs = np.asarray(pil.fromarray(img).resize(ours.shape[1::-1], pil.BILINEAR))
+        assert np.abs(ours.astype(int) - theirs.astype(int)).max() <= 1  # PIL rounds in fixed point
