@@ -214,6 +214,8 @@ def _class_indices(op: str, x: Tensor, target, class_dim: int, ignore_index: int
     t = as_tensor(target)
     c = x.shape[class_dim]
     expected = (*x.shape[:class_dim], *x.shape[class_dim + 1 :])
+    if tuple(t.shape) == (*expected, 1) and t.dtype.kind == 1:  # OneFlow's labels (N, 1)
+        t = t.reshape(expected)
     if tuple(t.shape) != expected or t.dtype.kind != 1:
         also = (
             f" (or class probabilities of shape {list(x.shape)})" if probabilities_allowed else ""

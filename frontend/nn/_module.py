@@ -200,6 +200,8 @@ class Module(ForwardHooks, RecordsInit):
             args, kwargs = plan.inputs(self, args, kwargs)
         if callable(getattr(type(self), "backward", None)):  # its own gradient (nn/_custom.py)
             out = _HOOKS["backward"](self, args, kwargs)
+        elif d.get("_activation_checkpointing"):  # GraphModule's flag (nn/_pipeline.py)
+            out = _HOOKS["checkpointed"](self, args, kwargs)
         else:
             out = self.forward(*args, **kwargs)
         if d.get("_forward_hooks"):  # register_forward_hook
