@@ -79,11 +79,14 @@ def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
     if not found or not outputs:
         return out
     inputs = list(found.values())
+    # traced: what the recomputation reads through barriers (tensor arguments too, even
+    # those not requiring grad: the forward ops on them must not be merged either)
+    walled = {**{id(a): a for a in leaves((args, kwargs)) if isinstance(a, Tensor)}, **found}
 
     def vjp(cts, *_inputs):
         dep = next(ct for ct in cts if ct is not None)
         with (_rng_restored(rng), _replaying_keys(trace, keys, dep, preserve_rng_state),
-              _behind_barrier(trace, inputs, dep), ag.enable_grad()):  # fmt: skip
+              _behind_barrier(trace, list(walled.values()), dep), ag.enable_grad()):  # fmt: skip
             again = leaves(function(*args, **kwargs))
         if len(again) != len(flat):
             raise RuntimeError(f"checkpoint({name}): recomputing the block gave {len(again)} "
