@@ -184,6 +184,13 @@ def _reduce_window(op: win.ReduceWindowOp) -> list[AxisRule]:
     return rules
 
 
+def _barrier(op: st.OptimizationBarrierOp) -> list[AxisRule]:
+    """The value keeps its distribution, whatever the dependency's."""
+    own = [S(d) for d in range(len(_shape(op.value)))] + [B, P]
+    deps = [S(d) for d in range(len(_shape(op.dep)))] + [B, P]
+    return [((v, d), (v,)) for v in own for d in deps]
+
+
 RULES: dict[type[Operation], Callable[[Operation], list[AxisRule]]] = {
     **{cls: _elementwise for cls in ew.ELEMENTWISE_OPS},
     st.MatmulOp: _matmul,
@@ -194,6 +201,7 @@ RULES: dict[type[Operation], Callable[[Operation], list[AxisRule]]] = {
     st.ConstantOp: replicate_only,
     st.FullOp: replicate_only,
     st.IotaOp: replicate_only,
+    st.OptimizationBarrierOp: _barrier,
     mv.SliceOp: _slice,
     mv.PadOp: _pad,
     mv.ConcatOp: _concat,

@@ -324,8 +324,36 @@ class IotaOp(FlowOp):
         return {"dimension": IntegerAttr(int(dim), i64)}
 
 
+@irdl_op_definition
+class OptimizationBarrierOp(FlowOp):
+    """`value`, unchanged, behind a wall the compiler may not look through, and not
+    computed before `dep` is: `flow.optimization_barrier %x, %g : tensor<4xf32>, tensor<2xf32>`.
+
+    Activation checkpointing recomputes a block's forward ops in the backward pass from its
+    inputs passed through here (with a gradient as `dep`), so that common-subexpression
+    elimination cannot merge the recomputed ops with the originals (which would keep the
+    block's activations alive), nor can they move ahead of the backward pass. Lowers to
+    IREE's `util.optimization_barrier` on both values.
+    """
+
+    name = "flow.optimization_barrier"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    value = operand_def(T)
+    dep = operand_def(TensorType)
+    result = result_def(T)
+    assembly_format = "$value `,` $dep attr-dict `:` type($value) `,` type($dep)"
+
+    @classmethod
+    def infer(cls, operand_types):
+        value, dep = operand_types
+        value = expect_tensor(value, cls.name, "value")
+        expect_tensor(dep, cls.name, "dep")
+        return value
+
+
 STRUCTURED_OPS: tuple[type[FlowOp], ...] = (
     MatmulOp, ReduceOp, ReshapeOp, TransposeOp, BroadcastInDimOp, ConstantOp, FullOp, IotaOp,
+    OptimizationBarrierOp,
 )  # fmt: skip
 OPS = STRUCTURED_OPS
 ATTRS: tuple = (ReduceKindAttr,)

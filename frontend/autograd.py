@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from flow.core.autograd import Function, FunctionCtx, backward, grad
+from flow.core.autograd import backward, grad
+from flow.core.function import Function, FunctionCtx
 
 __all__ = ["Function", "FunctionCtx", "backward", "grad"]

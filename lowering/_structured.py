@@ -21,6 +21,7 @@ from flow.dialect import ops as flow
 from flow.dialect.ops import is_float
 
 from . import _half_casts
+from ._iree_ops import OptimizationBarrierOp as UtilBarrierOp
 from ._linalg_builders import (
     Lowered,
     affine_map,
@@ -242,7 +243,14 @@ def _lower_iota(op: flow.IotaOp) -> Lowered:
     return [init, gen], gen.results[0]
 
 
+def _lower_optimization_barrier(op: flow.OptimizationBarrierOp) -> Lowered:
+    """IREE's `util.optimization_barrier` on the value and its dependency; the value's result."""
+    barrier = UtilBarrierOp.make([op.value, op.dep])
+    return [barrier], barrier.results[0]
+
+
 RULES: dict[type[Operation], Callable[[Operation], Lowered]] = {
+    flow.OptimizationBarrierOp: _lower_optimization_barrier,
     flow.IotaOp: _lower_iota,
     flow.MatmulOp: _lower_matmul,
     flow.ReduceOp: _lower_reduce,

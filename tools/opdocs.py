@@ -234,6 +234,7 @@ def _sbp_sample(op_class: type):
                                             strides=(1, 1, 2, 2), dilations=(1, 1, 1, 1),
                                             padding=((0, 0),) * 4),
         fd.RandomBitsOp: lambda c: c.make(*args((i64, ())), shape=(2, 3), element_type=i32),
+        fd.OptimizationBarrierOp: lambda c: c.make(*args(x23, (f32, ()))),
         ew.UnaryOp: lambda c: c.make(*args(x23)),
         ew.BinaryOp: lambda c: c.make(*args(x23, x23)),
     }  # fmt: skip

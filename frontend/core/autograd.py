@@ -18,7 +18,7 @@ import contextlib
 import itertools
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from flow.dialect.attr_names import PHASE_ATTR
@@ -102,6 +102,7 @@ class Node:
     freed: bool = False
     hooks: dict | None = None  # the output's gradient hooks (Tensor.register_hook), in order
     retain: bool = False  # the output keeps its gradient in `.grad` (Tensor.retain_grad)
+    group: NodeGroup | None = None  # the application of several outputs this node is one of
 
     @property
     def out(self):
@@ -115,6 +116,21 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<{self.name()}>"
+
+
+class NodeGroup:
+    """One application with several outputs (a checkpointed block): each output's `Node` has
+    `group` set to it and the group's `inputs`. Backward runs `vjp(cts, *inputs)` once, after
+    the gradients of all the outputs are complete; `cts` holds one gradient per output, None
+    for an output no gradient reached. It returns one gradient (or None) per input."""
+
+    def __init__(self, op: str, vjp: Callable, inputs: Sequence, outputs: Sequence):
+        self.op, self.vjp, self.inputs, self.freed = op, vjp, tuple(inputs), False
+        self.nodes = []
+        for out in outputs:
+            out._requires_grad = True
+            out._node = Node(op, None, self.inputs, {}, weakref.ref(out), group=self)
+            self.nodes.append(out._node)
 
 
 class RemovableHandle:
@@ -296,9 +312,26 @@ def _differentiable(t) -> bool:
     return t._dtype.is_floating_point
 
 
+@contextlib.contextmanager
+def reading_inputs() -> Iterator[dict]:
+    """Within, with grad disabled: {id: tensor} of the tensors requiring grad that the ops
+    read (what a checkpointed block, run without recording, needs gradients for)."""
+    probes = _state.__dict__.setdefault("probes", [])
+    found: dict = {}
+    probes.append(found)
+    try:
+        yield found
+    finally:
+        probes.remove(found)
+
+
 def record(name: str, vjp: Callable | None, inputs: Sequence, params: dict, out):
     """Attach a node to `out` if grad is enabled and an input requires grad."""
-    if not is_grad_enabled() or not _differentiable(out):
+    if not is_grad_enabled():
+        for found in getattr(_state, "probes", ()):  # see reading_inputs
+            found.update((id(t), t) for t in inputs if getattr(t, "_requires_grad", False))
+        return out
+    if not _differentiable(out):
         return out
     if not any(getattr(t, "_requires_grad", False) for t in inputs):
         return out
@@ -307,24 +340,26 @@ def record(name: str, vjp: Callable | None, inputs: Sequence, params: dict, out)
     return out
 
 
-def _topo(roots: Sequence) -> list[Node]:
-    """Nodes reachable from `roots`, each after every node that consumes its output."""
-    order: list[Node] = []
+def _topo(roots: Sequence, stop=()) -> list:
+    """Nodes (and node groups, once each) reachable from `roots` without passing through a
+    tensor in `stop` (ids), each after every node that consumes its output."""
+    order: list = []
     seen: set[int] = set()
     stack = [(t, False) for t in roots]
     while stack:
         t, done = stack.pop()
-        node = getattr(t, "_node", None)
+        node = None if id(t) in stop else getattr(t, "_node", None)
         if node is None:
             continue
+        unit = node.group or node
         if done:
-            order.append(node)
+            order.append(unit)
             continue
-        if id(node) in seen:
+        if id(unit) in seen:
             continue
-        seen.add(id(node))
+        seen.add(id(unit))
         stack.append((t, True))
-        stack.extend((i, False) for i in node.inputs if getattr(i, "_requires_grad", False))
+        stack.extend((i, False) for i in unit.inputs if getattr(i, "_requires_grad", False))
     order.reverse()
     return order
 
@@ -337,8 +372,21 @@ def _accumulate(grads: dict, t, ct) -> None:
         grads[key] = (t, ct)
 
 
-def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool, wanted=None):
-    """Propagate `cts` from `roots`; returns {id(tensor): (tensor, grad)} of leaves (or `wanted`)."""
+def _freed_error():
+    from flow.core.errors import op_error
+
+    return op_error("backward", "trying to backward through the graph a second time (or "
+                    "directly access saved tensors after they have already been freed); pass "
+                    "retain_graph=True to the first backward", cls=RuntimeError)  # fmt: skip
+
+
+def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool, wanted=None,
+         stop=()):  # fmt: skip
+    """Propagate `cts` from `roots`; returns {id(tensor): (tensor, grad)} of leaves (or `wanted`).
+
+    With `stop` (ids of tensors), those tensors count as leaves: the propagation ends there
+    and returns their gradients as they are (a checkpointed block's backward pass, whose
+    caller passes them on)."""
     from flow.core.errors import op_error
 
     creating_like, grad_to_leaf = _Hooks.creating_like, _Hooks.grad_to_leaf
@@ -348,61 +396,99 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
     grads: dict[int, tuple] = {}
     for r, ct in zip(roots, cts):
         _accumulate(grads, r, ct)
-    nodes = _topo(roots)
+    units = _topo(roots, stop)
     leaves: dict[int, tuple] = {}
+
+    def output_ct(node: Node):
+        """The complete gradient of `node`'s output, through its hooks (None if none came)."""
+        out = node.out
+        entry = None if out is None else grads.pop(id(out), None)
+        if entry is None:
+            return None
+        ct = entry[1]
+        if wanted is not None and id(out) in wanted:
+            leaves[id(out)] = (out, ct)  # as PyTorch: before the output's hooks
+        if trace is not None and not _born_in(trace, out):
+            trace.grad_reached[id(out)] = out
+        if node.hooks:
+            ct = _apply_hooks(node.hooks, ct, out)
+        if node.retain:
+            _keep_grad(out, ct, create_graph)
+        return ct
+
     with _GradMode(create_graph):
-        for node in nodes:
-            entry = grads.pop(id(node.out), None)
-            if entry is None:
-                continue
-            ct = entry[1]
-            if wanted is not None and id(node.out) in wanted:
-                leaves[id(node.out)] = (node.out, ct)  # as PyTorch: before the output's hooks
-            if trace is not None and not _born_in(trace, node.out):
-                trace.grad_reached[id(node.out)] = node.out
-            if node.hooks:
-                ct = _apply_hooks(node.hooks, ct, node.out)
-            if node.retain:
-                _keep_grad(node.out, ct, create_graph)
-            if node.freed:
-                raise op_error("backward", "trying to backward through the graph a second time "
-                               "(or directly access saved tensors after they have already been "
-                               "freed); pass retain_graph=True to the first backward",
-                               cls=RuntimeError)  # fmt: skip
-            if node.vjp is None:
-                raise op_error("backward", f"'{node.op}' has no derivative rule (it is not "
-                               "differentiable, or its VJP is not implemented)",
-                               cls=RuntimeError)  # fmt: skip
-            with creating_like(node.out, *node.inputs):  # constants of global rules are global
-                in_cts = node.vjp(ct, *node.inputs, out=node.out, **node.params)
+        for unit in units:
+            if isinstance(unit, NodeGroup):
+                group_cts = [output_ct(n) for n in unit.nodes]
+                if all(ct is None for ct in group_cts):
+                    continue
+                if unit.freed:
+                    raise _freed_error()
+                with creating_like(*(n.out for n in unit.nodes if n.out is not None),
+                                   *unit.inputs):  # fmt: skip
+                    in_cts = unit.vjp(group_cts, *unit.inputs)
+                name, inputs = unit.op, unit.inputs
+            else:
+                node = unit
+                ct = output_ct(node)
+                if ct is None:
+                    continue
+                if node.freed:
+                    raise _freed_error()
+                if node.vjp is None:
+                    raise op_error("backward", f"'{node.op}' has no derivative rule (it is not "
+                                   "differentiable, or its VJP is not implemented)",
+                                   cls=RuntimeError)  # fmt: skip
+                with creating_like(node.out, *node.inputs):  # constants of global rules: global
+                    in_cts = node.vjp(ct, *node.inputs, out=node.out, **node.params)
+                name, inputs = node.op, node.inputs
             if not isinstance(in_cts, (tuple, list)):
                 in_cts = (in_cts,)
-            for t, g in zip(node.inputs, in_cts):
+            for t, g in zip(inputs, in_cts):
                 if g is None or not getattr(t, "_requires_grad", False):
                     continue
                 if g.shape != t.shape:
-                    raise op_error("backward", f"the VJP of '{node.op}' returned a gradient of "
+                    raise op_error("backward", f"the VJP of '{name}' returned a gradient of "
                                    f"shape {list(g.shape)} for an input of shape "
                                    f"{list(t.shape)}", cls=RuntimeError)  # fmt: skip
                 if g.dtype is not t.dtype:
                     g = g.to(t.dtype)
-                if t._node is None:
+                if id(t) in stop:
+                    _accumulate(leaves, t, g)
+                elif t._node is None:
                     _accumulate(leaves, t, grad_to_leaf(g, t))
                 else:
                     _accumulate(grads, t, g)
             if not retain_graph:
-                node.freed = True
+                unit.freed = True
     for t, g in grads.values():  # roots that are leaves themselves
-        if t._node is None:
+        if id(t) in stop:
+            _accumulate(leaves, t, g)
+        elif t._node is None:
             _accumulate(leaves, t, grad_to_leaf(g, t))
     for key, (t, g) in leaves.items():
         if trace is not None and not _born_in(trace, t):
             trace.grad_reached[key] = t
         hooks = getattr(t, "_grad_hooks", None) if t._node is None else None
-        if hooks and (wanted is None or key in wanted):
+        if hooks and (wanted is None or key in wanted) and key not in stop:
             with _GradMode(create_graph):
                 leaves[key] = (t, _apply_hooks(hooks, g, t))
     return leaves
+
+
+def run_backward(roots: Sequence, cts: Sequence, stop: dict, create_graph: bool) -> dict:
+    """The gradients reaching the tensors of `stop` ({id: tensor}) from `roots` seeded with
+    `cts`, as {id: gradient}: a checkpointed block's recomputed graph, walked once (leaves
+    beyond `stop` that it reaches, e.g. a tensor made inside the block, accumulate as usual)."""
+    found = _run(roots, cts, retain_graph=False, create_graph=create_graph, stop=stop)
+    out = {}
+    for key, (t, g) in found.items():
+        if key in stop:
+            out[key] = g
+        else:
+            _keep_grad(t, g, create_graph)
+            _post_accumulate(t)
+    return out
 
 
 def _initial_cts(outputs: Sequence, grad_outputs) -> list:
@@ -486,62 +572,3 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
         else:
             result.append(entry[1] if create_graph else entry[1].detach())
     return tuple(result)
-
-
-class FunctionCtx:
-    """The `ctx` of a custom `Function`: saved tensors and flags for backward."""
-
-    def __init__(self):
-        self.saved_tensors: tuple = ()
-        self.needs_input_grad: tuple = ()
-
-    def save_for_backward(self, *tensors) -> None:
-        self.saved_tensors = tensors
-
-    def mark_non_differentiable(self, *tensors) -> None:
-        self._non_diff = {id(t) for t in tensors}
-
-
-class Function:
-    """A custom differentiable op: subclass with static `forward(ctx, ...)` and `backward(ctx, g)`.
-
-    `MyOp.apply(*args)` runs `forward` without recording, then records one node
-    whose VJP calls `backward` (which returns one gradient per forward input).
-    """
-
-    @staticmethod
-    def forward(ctx, *args, **kwargs):
-        raise NotImplementedError
-
-    @staticmethod
-    def backward(ctx, *grad_outputs):
-        raise NotImplementedError
-
-    @classmethod
-    def apply(cls, *args):
-        from flow.core.tensor import Tensor
-
-        ctx = FunctionCtx()
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-        with no_grad():
-            out = cls.forward(ctx, *args)
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
-
-        def vjp(ct, *inputs, out=None):
-            grads = cls.backward(ctx, ct)
-            if not isinstance(grads, (tuple, list)):
-                grads = (grads,)
-            if len(grads) != len(args):
-                from flow.core.errors import op_error
-
-                raise op_error(f"{cls.__name__}.backward", f"returned {len(grads)} gradients, "
-                               f"expected one per forward input ({len(args)})",
-                               cls=RuntimeError)  # fmt: skip
-            return tuple(grads[i] for i in positions)
-
-        outs = out if isinstance(out, tuple) else (out,)
-        for o in outs:
-            if isinstance(o, Tensor) and id(o) not in getattr(ctx, "_non_diff", ()):
-                record(cls.__name__, vjp, tensors, {}, o)
-        return out

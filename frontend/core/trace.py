@@ -61,6 +61,10 @@ class Trace:
         # id -> eager tensor whose gradient a traced backward pass computed (a parameter):
         # a cached program checks them for gradient hooks (flow.core.autograd.check_reached)
         self.grad_reached: dict[int, object] = {}
+        # activation checkpointing (flow.utils.checkpoint): the random keys a block draws
+        # are logged, and its recomputation in the backward pass draws the same ones again
+        self.key_log: list | None = None
+        self.key_replay: list | None = None
 
     def __enter__(self) -> Trace:
         _stack().append(self)
@@ -157,9 +161,14 @@ class Trace:
         """
         from xdsl.dialects.builtin import TensorType, i64
 
-        value = self.argument(TensorType(i64, (1,)))
-        value.name_hint = "rng_key"
-        self.key_slots.append((len(self.block.args) - 1, generator))
+        if self.key_replay:  # a checkpointed block recomputed: the keys it drew before
+            value = self.key_replay.pop(0)
+        else:
+            value = self.argument(TensorType(i64, (1,)))
+            value.name_hint = "rng_key"
+            self.key_slots.append((len(self.block.args) - 1, generator))
+        if self.key_log is not None:
+            self.key_log.append(value)
         return value
 
     def emit(self, op: Operation, loc: tuple[str, int, int] | None) -> Operation:

@@ -17,7 +17,7 @@ import difflib
 import sys
 from typing import Any
 
-from flow.core.autograd import Function
+from flow.core.function import Function
 from flow.core.tensor import Tensor
 
 from ._module import _HOOKS, Module

@@ -198,10 +198,9 @@ class Module(ForwardHooks, RecordsInit):
         plan = self.__dict__.get("_parallel")
         if plan is not None:  # to_global(..., parallel=True): inputs take the plan's SBP
             args, kwargs = plan.inputs(self, args, kwargs)
-        if callable(getattr(type(self), "backward", None)):  # its own gradient (nn/_custom.py)
-            out = _HOOKS["backward"](self, args, kwargs)
-        else:
-            out = self.forward(*args, **kwargs)
+        hook = ("backward" if callable(getattr(type(self), "backward", None))  # nn/_custom.py
+                else "checkpointed" if d.get("_activation_checkpointing") else None)  # _pipeline
+        out = self.forward(*args, **kwargs) if hook is None else _HOOKS[hook](self, args, kwargs)
         if d.get("_forward_hooks"):  # register_forward_hook
             out = self._run_forward_hooks(args, kwargs, out)
         if _calls is not None:

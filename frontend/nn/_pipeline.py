@@ -4,6 +4,10 @@
     self.stage0.to(flow.nn.graph.GraphModule).set_stage(stage_id=0, placement=P0)
     self.config.set_gradient_accumulation_steps(4)   # 4 micro-batches per step
 
+`module.to(GraphModule).activation_checkpointing = True` makes the module's forward
+checkpointed when a graph traces it (its activations recomputed in the backward pass,
+flow.utils.checkpoint); eager calls of the module are unaffected, as in OneFlow.
+
 A staged module computes on its stage's placement (its parameters must be
 there: `module.to_global(P0, ...)`); a tensor argument arriving from another
 placement is moved to the stage (broadcast, or the `sbp=` given to `set_stage`),
@@ -18,7 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["GraphModule", "Stage", "check_stages", "move_to_stage", "staged_modules"]
+from ._module import _HOOKS
+
+__all__ = ["GraphModule", "Stage", "check_stages", "checkpointed", "move_to_stage",
+           "staged_modules"]
 
 
 @dataclass(frozen=True)
@@ -69,8 +76,36 @@ class GraphModule:
         object.__setattr__(self._module, "_stage", Stage(stage_id, placement, sbp))
         return self
 
+    @property
+    def activation_checkpointing(self) -> bool:
+        """Whether, in an nn.Graph, the module keeps only its inputs for the backward pass
+        and recomputes its forward there (flow.utils.checkpoint); False by default."""
+        return bool(self._module.__dict__.get("_activation_checkpointing", False))
+
+    @activation_checkpointing.setter
+    def activation_checkpointing(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"activation_checkpointing: {type(self._module).__name__}: "
+                            f"expected True or False, got {value!r}")  # fmt: skip
+        object.__setattr__(self._module, "_activation_checkpointing", value)
+
     def __repr__(self) -> str:
         return f"GraphModule({type(self._module).__name__}, stage={self.stage_id})"
+
+
+def checkpointed(module: Any, args: tuple, kwargs: dict) -> Any:
+    """A call of a module whose `activation_checkpointing` is on: checkpointed when traced
+    (in an nn.Graph or flow.jit), a plain forward otherwise."""
+    from flow.core.trace import current_trace
+
+    if current_trace() is None:
+        return module.forward(*args, **kwargs)
+    from flow.utils.checkpoint import checkpoint
+
+    return checkpoint(module.forward, *args, use_reentrant=False, **kwargs)
+
+
+_HOOKS["checkpointed"] = checkpointed
 
 
 def staged_modules(modules: list[tuple[str, Any]]) -> list[tuple[str, Any, Stage]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from flow import primitives as P
 from flow.core import dtypes as _dtypes
-from flow.core.autograd import Function
+from flow.core.function import Function
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.modes import lazy as _lazy

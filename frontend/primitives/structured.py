@@ -142,6 +142,15 @@ def scalar_attr(value, dtype: _dtypes.dtype):
     return IntegerAttr(int(bool(value)) if dtype is _dtypes.bool_ else int(value), dtype.ir_type)
 
 
+@primitive("optimization_barrier", "OptimizationBarrierOp")
+def optimization_barrier(value, dep):
+    """`value` itself; compiled, a barrier tying it to `dep` (see the dialect op)."""
+    return value
+
+
+optimization_barrier.vjp = lambda ct, value, dep, out: (ct, None)
+
+
 def _full_to_ir(p: dict) -> dict:
     return {"value": scalar_attr(p["value"], p["dtype"]), "shape": tuple(p["shape"])}
 
@@ -168,4 +177,5 @@ def constant(*, array):
     return array
 
 
-__all__ = ["broadcast_in_dim", "constant", "full", "iota", "matmul", "reduce", "reshape", "transpose"]  # fmt: skip
+__all__ = ["broadcast_in_dim", "constant", "full", "iota", "matmul", "optimization_barrier", "reduce",
+           "reshape", "transpose"]  # fmt: skip

@@ -71,6 +71,7 @@ def _numeric(name, el):
         out.append(b(fd.BroadcastInDimOp, x, dims=[1, 2], shape=[5, 2, 3]))
         out.append(b(fd.ReshapeOp, m, shape=[3, 8]))
         out.append(b(fd.FullOp, value=_zero(el), shape=[2, 3]))
+        out.append(b(fd.OptimizationBarrierOp, x, m))
         values = [1.5, -2.0] if is_float else [3, -4]
         out.append(
             b(fd.ConstantOp, value=DenseIntOrFPElementsAttr.from_list(tensor(el, 2), values))

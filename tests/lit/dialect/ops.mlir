@@ -182,3 +182,12 @@ func.func @dist(%a: tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [[0, 1], [
   %1 = flow.reduce sum %b, dims = [1] : tensor<8x4xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[S(1)]>>> -> tensor<8xf32, #flow.dist<#flow.placement<"cpu", [0, 1]>, #flow.sbp<[P]>>>
   return
 }
+
+// -----
+
+// CHECK-LABEL: func.func @optimization_barrier(
+// CHECK:         flow.optimization_barrier %{{.*}}, %{{.*}} : tensor<2x3xf32>, tensor<4xf32>
+func.func @optimization_barrier(%x: tensor<2x3xf32>, %g: tensor<4xf32>) -> tensor<2x3xf32> {
+  %0 = flow.optimization_barrier %x, %g : tensor<2x3xf32>, tensor<4xf32>
+  return %0 : tensor<2x3xf32>
+}

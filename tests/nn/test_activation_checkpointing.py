@@ -1,0 +1,127 @@
+"""`module.to(nn.graph.GraphModule).activation_checkpointing = True` in nn.Graph: OneFlow's
+documentation page runs, training matches the same graph without it, and the traced step
+keeps less than half the activation memory (live bytes of the step's flow IR)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flow
+import flow.nn as nn
+
+
+def _parts():
+    flow.manual_seed(0)
+    part1 = nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU())
+    part2 = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    return part1, part2
+
+
+class _DocGraph(nn.Graph):
+    """The graph of OneFlow's activation checkpointing page (its code, `import flow`)."""
+
+    def __init__(self, model_part1, model_part2, checkpointing: bool):
+        super().__init__()
+        self.model_part1 = model_part1
+        self.model_part2 = model_part2
+        self.model_part1.to(nn.graph.GraphModule).activation_checkpointing = checkpointing
+        self.model_part2.to(nn.graph.GraphModule).activation_checkpointing = checkpointing
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.add_optimizer(flow.optim.SGD([{"params": model_part1.parameters()},
+                                           {"params": model_part2.parameters()}], lr=1e-3))
+
+    def build(self, x, y):
+        y_pred = self.model_part2(self.model_part1(x))
+        loss = self.loss_fn(y_pred, y)
+        loss.backward()
+        return y_pred, loss
+
+
+def test_the_documentation_graph_trains_as_without_checkpointing():
+    runs = []
+    for checkpointing in (False, True):
+        part1, part2 = _parts()
+        graph = _DocGraph(part1, part2, checkpointing)
+        flow.manual_seed(1)
+        losses = []
+        for _ in range(3):
+            x = flow.randn(128, 256)
+            y = flow.ones(128, 1, dtype=flow.int64)
+            losses.append(float(graph(x, y)[1].numpy()))
+        params = [p.numpy().copy() for m in (part1, part2) for p in m.parameters()]
+        runs.append((losses, params, graph.ir()))
+    (l0, p0, ir0), (l1, p1, ir1) = runs
+    np.testing.assert_allclose(l1, l0, rtol=1e-5)
+    for a, b in zip(p0, p1):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    assert "optimization_barrier" not in ir0
+    assert ir1.count("flow.optimization_barrier") == 2  # one per checkpointed block input
+    assert ir1.count("flow.matmul") > ir0.count("flow.matmul")  # forward matmuls again
+
+
+def test_the_flag_is_a_bool_and_leaves_eager_calls_alone():
+    part1, _ = _parts()
+    settings = part1.to(nn.graph.GraphModule)
+    assert settings.activation_checkpointing is False
+    settings.activation_checkpointing = True
+    assert part1.to(nn.graph.GraphModule).activation_checkpointing is True
+    x = flow.randn(2, 256, requires_grad=True)
+    y = part1(x)
+    assert y.grad_fn.name() != "CheckpointBackward0"  # eager: no checkpointing, as OneFlow
+    with pytest.raises(TypeError, match="expected True or False, got 1"):
+        settings.activation_checkpointing = 1
+
+
+def _peak_live_bytes(module) -> int:
+    """The most bytes that the step's computed values (not its arguments) hold at once, each
+    from its op to its last use, in program order."""
+    block = module.body.block.first_op.body.block
+    ops = list(block.ops)
+    last = {}
+    for i, op in enumerate(ops):
+        for v in op.operands:
+            last[v] = i
+    live, peak, dying = 0, 0, {}
+    for i, op in enumerate(ops):
+        for r in op.results:
+            ty = r.type
+            n = int(np.prod(ty.get_shape())) * max(1, ty.element_type.width.data // 8) \
+                if hasattr(ty.element_type, "width") else int(np.prod(ty.get_shape())) * 4
+            live += n
+            dying.setdefault(last.get(r, i), []).append(n)
+        peak = max(peak, live)
+        live -= sum(dying.pop(i, []))
+    return peak
+
+
+class _Deep(nn.Graph):
+    def __init__(self, blocks, checkpointing: bool):
+        super().__init__()
+        self.blocks = blocks
+        for b in blocks:
+            b.to(nn.graph.GraphModule).activation_checkpointing = checkpointing
+        self.add_optimizer(flow.optim.SGD(blocks.parameters(), lr=1e-3))
+
+    def build(self, x):
+        loss = (self.blocks(x) ** 2).mean()
+        loss.backward()
+        return loss
+
+
+def test_checkpointed_blocks_keep_less_than_half_the_activation_memory():
+    peaks, losses = [], []
+    for checkpointing in (False, True):
+        flow.manual_seed(2)
+        blocks = nn.Sequential(*[  # 8 blocks of 4 layers: 32 activations, or 8 + 4 + ...
+            nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(64, 64), nn.Tanh())])
+            for _ in range(8)
+        ])  # fmt: skip
+        graph = _Deep(blocks, checkpointing)
+        x = flow.randn(256, 64)
+        losses.append([float(graph(x).numpy()) for _ in range(2)])
+        peaks.append(_peak_live_bytes(graph._engine.last_lowered.module))
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    print(f"peak live bytes of the step: {peaks[0]} plain, {peaks[1]} checkpointed "
+          f"({peaks[0] / peaks[1]:.2f}x less)")
+    assert peaks[0] >= 2 * peaks[1]
