@@ -104,12 +104,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         if not isinstance(attn_mask, Tensor):
             raise TypeError(f"{op}: expected attn_mask to be a tensor, got "
                             f"{type(attn_mask).__name__}")  # fmt: skip
+        batch = O.broadcast_shapes(op, tuple(q.shape[:-2]), tuple(k.shape[:-2]))
+        scores = (*batch, length, source)
         try:
-            O.broadcast_shapes(tuple(attn_mask.shape), (*q.shape[:-1], source))
+            fits = O.broadcast_shapes(op, tuple(attn_mask.shape), scores) == scores
         except Exception:
+            fits = False
+        if not fits:
             raise ValueError(f"{op}: attn_mask of shape {list(attn_mask.shape)} does not "
-                             f"broadcast to the scores' shape "
-                             f"{[*q.shape[:-1], source]}") from None  # fmt: skip
+                             f"broadcast to the scores' shape {list(scores)}")  # fmt: skip
         if attn_mask.dtype is _dtypes.bool_:
             keep = attn_mask
         elif attn_mask.dtype.is_floating_point:
