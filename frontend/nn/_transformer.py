@@ -125,7 +125,8 @@ class MultiheadAttention(Module):
         feats = (query.shape[-1], key.shape[-1], value.shape[-1])
         if feats != (self.embed_dim, self.kdim, self.vdim):
             raise ValueError(f"{op}: expected query, key and value with {self.embed_dim}, "
-                             f"{self.kdim} and {self.vdim} features, got {list(feats)}")  # fmt: skip
+                             f"{self.kdim} and {self.vdim} features, got "
+                             f"{list(feats)}")  # fmt: skip
         if key.shape[:-1] != value.shape[:-1]:
             raise ValueError(f"{op}: key shape {list(key.shape)} does not match value shape "
                              f"{list(value.shape)}")  # fmt: skip

@@ -13,6 +13,9 @@ import flow
 import flow.nn as nn
 import flow.nn.functional as F
 
+# torch notes that its nested-tensor fast path is off for these configurations
+pytestmark = pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")
+
 
 def _rand(*shape, seed=0, dtype=np.float32):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
@@ -120,6 +123,30 @@ def test_multihead_attention_matches_numpy():
     assert weights.shape == (3, 4, 5)
     np.testing.assert_allclose(weights.numpy().sum(-1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(weights.numpy()[2, :, 3:], 0.0)
+
+
+def test_multihead_attention_fully_padded_and_dropout():
+    flow.manual_seed(0)
+    m = nn.MultiheadAttention(4, 2, dropout=0.5)
+    x = flow.tensor(_rand(3, 2, 4))
+    kpm = np.zeros((2, 3), bool)
+    kpm[1] = True  # every key of batch element 1 is padding
+    m.eval()
+    out, w = m(x, x, x, key_padding_mask=flow.tensor(kpm))
+    assert np.isfinite(out.numpy()).all() and np.isfinite(w.numpy()).all()
+    np.testing.assert_array_equal(w.numpy()[1], 0.0)
+    bias = m.out_proj.bias.numpy()  # no value reaches the output projection but its bias
+    np.testing.assert_allclose(out.numpy()[:, 1], np.broadcast_to(bias, (3, 4)), atol=1e-7)
+    ref, ref_w = m(x, x, x, average_attn_weights=False)
+    m.train()
+    drop, dw = m(x, x, x, average_attn_weights=False)
+    assert not np.allclose(drop.numpy(), ref.numpy()) and np.isfinite(drop.numpy()).all()
+    dw, ref_w = dw.numpy(), ref_w.numpy()
+    dropped = dw == 0  # the others are scaled by 1 / (1 - p)
+    assert 0 < dropped.mean() < 1
+    np.testing.assert_allclose(dw[~dropped], 2 * ref_w[~dropped], rtol=1e-5)
+    m.eval()
+    np.testing.assert_array_equal(m(x, x, x)[0].numpy(), ref.numpy())
 
 
 def test_square_subsequent_mask():

@@ -48,7 +48,8 @@ def _norm_type(op: str, norm_type) -> float:
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
-                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:  # fmt: skip
+                    error_if_nonfinite: bool = False,
+                    foreach: bool | None = None) -> Tensor:  # fmt: skip
     """Scale the gradients so that their total `norm_type`-norm is at most `max_norm`.
 
     The total norm is that of all gradients concatenated into one vector (the max of
