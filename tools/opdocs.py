@@ -118,6 +118,8 @@ def _samples() -> dict[str, tuple[Callable, list]]:
     s["batch_norm"] = (lambda x: nnf.batch_norm(x, flow.zeros(3), flow.ones(3)), [x23])
     s["instance_norm"] = (fn("instance_norm"), [(2, 3, 4)])
     s["layer_norm"] = (fn("layer_norm", (3,)), [x23])
+    s["scaled_dot_product_attention"] = (fn("scaled_dot_product_attention", is_causal=True),
+                                         [(1, 2, 3, 4)] * 3)  # fmt: skip
     s["rms_norm"] = (fn("rms_norm", (3,)), [x23])
     s["group_norm"] = (fn("group_norm", 1), [(2, 3, 4)])
     s["cross_entropy"] = (lambda x: nnf.cross_entropy(x, flow.tensor([0, 2])), [x23])

@@ -1,4 +1,5 @@
-"""Neural-network building blocks (`flow.nn`): Modules, layers, losses, `functional` and `init`."""
+"""Neural-network building blocks (`flow.nn`): Modules, layers, losses, `functional`, `init`
+and `utils`."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from . import (
     _module,
     _norm_layers,
     _parallel,
+    _transformer,
     functional,
     graph,
     init,
     parallel,
+    utils,
 )
 from ._containers import *  # noqa: F403  (each module lists its public names in __all__)
 from ._custom import build
@@ -23,9 +26,11 @@ from ._layers import *  # noqa: F403
 from ._loss_modules import *  # noqa: F403
 from ._module import *  # noqa: F403
 from ._norm_layers import *  # noqa: F403
+from ._transformer import *  # noqa: F403
 
 __all__ = [
-    "functional", "graph", "init", "parallel", "Graph", "GraphConfig", "build",
+    "functional", "graph", "init", "parallel", "utils", "Graph", "GraphConfig", "build",
     *_module.__all__, *_containers.__all__, *_layers.__all__,
     *_conv_layers.__all__, *_norm_layers.__all__, *_loss_modules.__all__,
+    *_transformer.__all__,
 ]  # fmt: skip

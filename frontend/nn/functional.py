@@ -14,6 +14,7 @@ from flow.ops.movement import pad
 from flow.ops.pooling import *  # noqa: F403
 
 from . import _activations, _losses, _norms
+from ._attention import scaled_dot_product_attention
 from ._activations import *  # noqa: F403  (each module lists its functions in __all__)
 from ._losses import *  # noqa: F403
 from ._norms import *  # noqa: F403
@@ -25,5 +26,5 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-__all__ = ["linear", "pad", "embedding", "one_hot", *_activations.__all__, *_losses.__all__,
+__all__ = ["linear", "pad", "scaled_dot_product_attention", "embedding", "one_hot", *_activations.__all__, *_losses.__all__,
            *_norms.__all__, *_conv.__all__, *_pooling.__all__, *_interpolate.__all__]  # fmt: skip
