@@ -167,3 +167,23 @@ def test_test_files_have_unique_basenames():
                 seen.setdefault(name, []).append(os.path.relpath(os.path.join(folder, name)))
     clashes = {n: paths for n, paths in seen.items() if len(paths) > 1}
     assert not clashes, f"test files sharing a basename: {clashes}"
+
+
+def test_pyproject_lists_every_package():
+    """A package missing from pyproject's explicit list works in an editable install but is
+    absent from a built wheel; every folder with an __init__.py is listed, and nothing else."""
+    import pytest
+
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11's tomllib reads pyproject")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "pyproject.toml"), "rb") as f:
+        cfg = tomllib.load(f)["tool"]["setuptools"]
+    found = set()
+    for name, folder in cfg["package-dir"].items():
+        base = os.path.join(root, folder)
+        for here, _, files in os.walk(base):
+            if "__init__.py" in files:
+                rel = os.path.relpath(here, base)
+                found.add(name if rel == "." else f"{name}.{rel.replace(os.sep, '.')}")
+    listed = set(cfg["packages"])
+    assert found == listed, f"unlisted: {sorted(found - listed)}, stale: {sorted(listed - found)}"
