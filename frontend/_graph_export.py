@@ -10,8 +10,8 @@ checksummed) holding the graph's parameters and buffers under their names in the
     graph.vmfb   the compiled IREE module for the target it ran on
 
 whose SHA-256 sums sit in the checkpoint's index. `flow.load("model")` returns a
-`flow.nn.LoadedGraph` (nn/_loaded_graph.py): callable with tensors or arrays of the signature, it runs the module through
-IREE's runtime and needs none of the model's code. Loading parses JSON and MLIR text and
+`flow.nn.LoadedGraph` (nn/_loaded_graph.py): callable with tensors or arrays of the
+signature, it runs the module through IREE's runtime and needs none of the model's code. Loading parses JSON and MLIR text and
 copies bytes; it never unpickles or imports anything named by the files.
 
 Exported are local inference graphs: a graph with optimizers (`add_optimizer`), one that

@@ -74,11 +74,23 @@ class LoadedGraph:
 
     def __call__(self, *args):
         name = f"{self.manifest['graph']} (exported)"
-        leaves, _ = flatten(list(args))
         specs = self.manifest["inputs"]
-        if len(leaves) != len(specs):
-            raise TypeError(f"{name}: expected {len(specs)} input(s) {_describe(specs)}, got "
-                            f"{len(leaves)}")  # fmt: skip
+        top = self._in_tree[1]  # (leaf count, structure) per positional argument
+        if len(args) != len(top):
+            raise TypeError(f"{name}: expected {len(top)} argument(s) {_describe(specs)}, got "
+                            f"{len(args)}")  # fmt: skip
+        leaves, first = [], 0
+        for i, (arg, (n, sub)) in enumerate(zip(args, top)):
+            got = flatten(arg)[0]
+            if (sub is None) != (got == [arg]) or len(got) != n:
+                want = _describe(specs[first:first + n])
+                shape = ("a tensor or numpy array" if sub is None
+                         else f"nested as exported, with {n} leaves")  # fmt: skip
+                extra = "" if sub is None else f" with {len(got)} leaves"
+                raise TypeError(f"{name}: argument {i} must be {shape} {want}, got "
+                                f"{type(arg).__name__}{extra}")  # fmt: skip
+            leaves += got
+            first += n
         arrays = []
         for i, (x, spec) in enumerate(zip(leaves, specs)):
             if "static" in spec:
@@ -102,8 +114,9 @@ class LoadedGraph:
 
 
 def _describe(specs: list) -> str:
-    return "(" + ", ".join(repr(s["static"]) if "static" in s else
-                           f"{s['name']}: {s['dtype']}{s['shape']}" for s in specs) + ")"  # fmt: skip
+    parts = [repr(s["static"]) if "static" in s else f"{s['name']}: {s['dtype']}{s['shape']}"
+             for s in specs]  # fmt: skip
+    return "(" + ", ".join(parts) + ")"
 
 
 def _input_array(name: str, i: int, x: Any, spec: dict) -> np.ndarray:
