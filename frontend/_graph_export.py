@@ -11,12 +11,16 @@ checksummed) holding the graph's parameters and buffers under their names in the
 
 whose SHA-256 sums sit in the checkpoint's index. `flow.load("model")` returns a
 `flow.nn.LoadedGraph` (nn/_loaded_graph.py): callable with tensors or arrays of the
-signature, it runs the module through IREE's runtime and needs none of the model's code. Loading parses JSON and MLIR text and
-copies bytes; it never unpickles or imports anything named by the files.
+signature, it runs the module through IREE's runtime and needs none of the model's code.
+Loading parses JSON and MLIR text and copies bytes; it never unpickles or imports anything
+named by the files. A module that does not fit the loading machine (another IREE version, CPU
+or target) is recompiled from graph.mlir.
 
 Exported are local inference graphs: a graph with optimizers (`add_optimizer`), one that
 updates tensors when called (BatchNorm in training mode), draws random numbers (Dropout in
-training mode), or runs on several ranks (global tensors) is refused with the reason.
+training mode), or runs on several ranks (global tensors) is refused with the reason. A
+training graph's forward pass is exported by wrapping the trained model in an inference graph
+(OneFlow's own recipe), which keeps the export to one program with no optimizer state.
 """
 
 from __future__ import annotations
