@@ -59,6 +59,10 @@ def save_graph(graph: Any, target: str, shown: str) -> None:
     """Export `graph` (see the module docstring) to the directory `target` (shown as `shown`
     in errors). An empty or missing directory, or an earlier checkpoint, is accepted."""
     lowered, program = _traced_program(graph)
+    parent = os.path.dirname(target)
+    if not os.path.isdir(parent):
+        raise FileNotFoundError(f"flow.save: directory {parent!r} does not exist")
+    _checkpoint_dir.check_target(target, shown)
     tgt = lowered.execution_target(program.target)
     vmfb = getattr(program, "vmfb", None) or lowered.cached_vmfb(tgt) or lowered.build_vmfb(tgt)
 
@@ -78,10 +82,6 @@ def save_graph(graph: Any, target: str, shown: str) -> None:
              PROGRAM: _generic_text(lowered.module).encode(), MODULE: bytes(vmfb)}  # fmt: skip
     record = {"format": FORMAT, "version": VERSION, "state": state_node, "inputs": inputs_node,
               "files": {n: hashlib.sha256(b).hexdigest() for n, b in files.items()}}  # fmt: skip
-    parent = os.path.dirname(target)
-    if not os.path.isdir(parent):
-        raise FileNotFoundError(f"flow.save: directory {parent!r} does not exist")
-    _checkpoint_dir.check_target(target, shown)
     _checkpoint_dir.save_dir(target, {"graph": record}, encoder.arrays, files)
 
 

@@ -237,10 +237,14 @@ class _RankDecoder(_Decoder):
 
 def _reject_modules(obj: Any, shown: str) -> Any:
     from flow._checkpoint_model import is_module
+    from flow.nn import LoadedGraph
 
     stack = [obj]
     while stack:
         item = stack.pop()
+        if isinstance(item, LoadedGraph):
+            raise ValueError(f"flow.load: {shown!r} is an exported nn.Graph; load it without "
+                             "global_src_rank (it runs local tensors)")  # fmt: skip
         if is_module(item):
             raise ValueError(f"flow.load: {shown!r} holds a whole nn.Module; global_src_rank "
                              "loads state dicts (load the model on every rank without it, "

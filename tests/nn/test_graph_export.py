@@ -165,6 +165,9 @@ def test_export_directory_layout_and_signature(exported):
     with open(os.path.join(exported["cnn"], "graph.mlir")) as f:
         assert '"flow.conv"' in f.read()
     assert loaded.signature["outputs"] == manifest["outputs"]
+    with pytest.raises(ValueError, match="is an exported nn.Graph; load it without "
+                                         "global_src_rank"):  # fmt: skip
+        flow.load(exported["cnn"], global_src_rank=0)
 
 
 def test_a_module_that_does_not_fit_is_recompiled_from_the_flow_ir(exported, monkeypatch):
@@ -297,3 +300,23 @@ def test_export_right_after_a_first_call_that_compiles_in_the_background(tmp_pat
     assert os.path.getsize(tmp_path / "bg" / "graph.vmfb") > 0
     got = flow.load(str(tmp_path / "bg"))(ROWS).numpy()
     np.testing.assert_allclose(got, first, rtol=1e-5, atol=1e-6)
+
+
+def test_static_arguments_are_part_of_the_signature(tmp_path):
+    class Scaled(nn.Graph):
+        def __init__(self, model):
+            super().__init__()
+            self.mlp = model
+
+        def build(self, x, scale):
+            return self.mlp(x) * scale
+
+    mlp = MLP()
+    mlp.eval()
+    graph = Scaled(mlp)
+    want = graph(flow.tensor(ROWS), 3).numpy()
+    flow.save(graph, str(tmp_path / "scaled"))
+    loaded = flow.load(str(tmp_path / "scaled"))
+    np.testing.assert_allclose(loaded(ROWS, 3).numpy(), want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="input 1 was exported as the static value 3, got 4"):
+        loaded(ROWS, 4)
