@@ -107,8 +107,11 @@ def check_target(target: str, shown: str) -> None:
         raise FileExistsError(f"flow.save: {shown!r} exists and is not a directory")
 
 
-def save_dir(target: str, tree: Any, arrays: dict[str, np.ndarray]) -> None:
-    """Write the checkpoint directory `target` (its parent exists) and swap it in."""
+def save_dir(target: str, tree: Any, arrays: dict[str, np.ndarray],
+             files: dict[str, bytes] | None = None) -> None:  # fmt: skip
+    """Write the checkpoint directory `target` (its parent exists) and swap it in. `files`
+    (name -> bytes) are written at its top level too, before the index (a graph export's
+    program files; their checksums are the caller's to put in `tree`)."""
     parent, base = os.path.dirname(target), os.path.basename(target)
     remove_stale_temps(parent, base)
     tmp = temp_path(parent, base)
@@ -122,6 +125,8 @@ def save_dir(target: str, tree: Any, arrays: dict[str, np.ndarray]) -> None:
             for i in range(1, name.count("/") + 2):
                 folders.add(os.path.join(tmp, *name.split("/")[:i]))
             digests[name] = _write_tensor(folder, arrays[name])
+        for name, data in (files or {}).items():
+            _write_synced(os.path.join(tmp, name), data)
         index = json.dumps({"format": FORMAT, "version": VERSION, "tree": tree,
                             "tensors": digests}, allow_nan=False, separators=(",", ":"))
         raw = index.encode()
@@ -207,8 +212,10 @@ def is_checkpoint_dir(directory: str) -> bool:
         os.path.join(directory, INDEX))
 
 
-def load_dir(directory: str, allowed: set[str], make_tensor=from_numpy) -> Any:
-    """Read the checkpoint directory `directory`, checking every file against the index."""
+def load_dir(directory: str, allowed: set[str], make_tensor=from_numpy,
+             decoder_class: type[_Decoder] = _Decoder) -> Any:  # fmt: skip
+    """Read the checkpoint directory `directory`, checking every file against the index
+    (`decoder_class` may decode more kinds of node: flow._graph_export's graphs)."""
     done, index_file = os.path.join(directory, DONE), os.path.join(directory, INDEX)
     if not os.path.isfile(done):
         what = ("an incomplete checkpoint (no snapshot_done marker: its save did not finish)"
@@ -244,7 +251,7 @@ def load_dir(directory: str, allowed: set[str], make_tensor=from_numpy) -> Any:
     def fetch(name: str, path: str) -> np.ndarray:
         return _read_tensor(directory, name, digests[name], path)
 
-    decoder = _Decoder(directory, fetch, set(digests), allowed, make_tensor)
+    decoder = decoder_class(directory, fetch, set(digests), allowed, make_tensor)
     try:
         obj = decoder.decode(index.get("tree"), "")
     except RecursionError:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from flow import _checkpoint_dir, _checkpoint_file
+from flow import _checkpoint_dir, _checkpoint_file, _graph_export
 from flow._checkpoint_model import DisallowedClassError, allowed_names
 from flow._checkpoint_tree import CheckpointError, _Decoder, _Encoder, _where
 from flow.core.tensor import Tensor
@@ -64,6 +64,11 @@ def save(obj: Any, path: str | os.PathLike[str], global_dst_rank: int | None = N
     """
     shown = _fspath(path, "save")
     target = os.path.realpath(shown)
+    if _graph_export.is_graph(obj):
+        if global_dst_rank is not None or shown.endswith(FILE_SUFFIX) or os.path.isfile(target):
+            raise ValueError(f"flow.save: an nn.Graph is exported to a directory (without "
+                             f"global_dst_rank), got {shown!r}")  # fmt: skip
+        return _graph_export.save_graph(obj, target, shown)
     as_file = shown.endswith(FILE_SUFFIX) or os.path.isfile(target)
     if global_dst_rank is not None:
         _check_rank(global_dst_rank, "global_dst_rank")
@@ -151,7 +156,7 @@ def load(path: str | os.PathLike[str], global_src_rank: int | None = None,
 
 def _load_here(shown: str, names: set[str], make_tensor=from_numpy) -> Any:
     if os.path.isdir(shown):
-        return _checkpoint_dir.load_dir(shown, names, make_tensor)
+        return _checkpoint_dir.load_dir(shown, names, make_tensor, _graph_export.GraphDecoder)
     if not os.path.exists(shown):
         raise FileNotFoundError(f"flow.load: no such checkpoint file or directory: {shown!r}")
     return _checkpoint_file.load_file(shown, names, make_tensor)
@@ -232,10 +237,14 @@ class _RankDecoder(_Decoder):
 
 def _reject_modules(obj: Any, shown: str) -> Any:
     from flow._checkpoint_model import is_module
+    from flow.nn import LoadedGraph
 
     stack = [obj]
     while stack:
         item = stack.pop()
+        if isinstance(item, LoadedGraph):
+            raise ValueError(f"flow.load: {shown!r} is an exported nn.Graph; load it without "
+                             "global_src_rank (it runs local tensors)")  # fmt: skip
         if is_module(item):
             raise ValueError(f"flow.load: {shown!r} holds a whole nn.Module; global_src_rank "
                              "loads state dicts (load the model on every rank without it, "

@@ -22,6 +22,7 @@ from ._containers import *  # noqa: F403  (each module lists its public names in
 from ._custom import build
 from ._conv_layers import *  # noqa: F403
 from ._graph import Graph, GraphConfig
+from ._loaded_graph import LoadedGraph
 from ._layers import *  # noqa: F403
 from ._loss_modules import *  # noqa: F403
 from ._module import *  # noqa: F403
@@ -29,7 +30,8 @@ from ._norm_layers import *  # noqa: F403
 from ._transformer import *  # noqa: F403
 
 __all__ = [
-    "functional", "graph", "init", "parallel", "utils", "Graph", "GraphConfig", "build",
+    "functional", "graph", "init", "parallel", "utils", "Graph", "GraphConfig", "LoadedGraph",
+    "build",
     *_module.__all__, *_containers.__all__, *_layers.__all__,
     *_conv_layers.__all__, *_norm_layers.__all__, *_loss_modules.__all__,
     *_transformer.__all__,

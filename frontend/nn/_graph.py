@@ -18,6 +18,8 @@ path (compile/staging.py).
 names in the graph, its optimizers and schedulers, its step count); loading writes into the
 tensors the compiled steps read. `print(graph)` shows OneFlow's module tree with the
 inputs and outputs of each block once traced; `graph.ir()` the flow IR of the last step.
+`flow.save(graph, dir)` exports an inference graph that has been called (its parameters, flow
+IR, signature and IREE module) for `flow.load(dir)` to run without this code (_graph_export.py).
 """
 
 from __future__ import annotations
