@@ -149,7 +149,7 @@ def launch(
         cmd = launch_command(nproc, script, args, hosts)
         proc = subprocess.Popen(cmd, env=ranks_env)
         try:
-            with _forward_sigterm(proc):
+            with _forward_sigterm([proc]):
                 return _Monitor(proc, board, prog).run()
         except KeyboardInterrupt:
             # mpiexec forwards the signal to every rank and cleans them up.
@@ -164,11 +164,12 @@ def launch(
 
 
 @contextlib.contextmanager
-def _forward_sigterm(proc: subprocess.Popen) -> Iterator[None]:
-    """While the run lasts, SIGTERM to the launcher goes to mpiexec, which stops its ranks
-    (so killing the launcher leaves no rank behind); outside the main thread, nothing."""
+def _forward_sigterm(procs: Sequence[subprocess.Popen]) -> Iterator[None]:
+    """While the run lasts, SIGTERM to the launcher goes to its children (mpiexec, which stops
+    its ranks, or the ranks it started itself), so killing the launcher leaves no rank behind;
+    outside the main thread, nothing."""
     try:
-        previous = signal.signal(signal.SIGTERM, lambda sig, _frame: proc.send_signal(sig))
+        previous = signal.signal(signal.SIGTERM, lambda sig, _frame: _signal_all(procs, sig))
     except ValueError:
         yield
         return
@@ -312,7 +313,7 @@ def spawn(
         ranks_env = {**base, "RANK": str(rank), "LOCAL_RANK": str(local)}
         procs.append((rank, subprocess.Popen([sys.executable, "-u", script, *args], env=ranks_env)))
     try:
-        with _forward_sigterm_all([p for _, p in procs]):
+        with _forward_sigterm([p for _, p in procs]):
             return _wait_all(procs, prog)
     except KeyboardInterrupt:
         _signal_all([p for _, p in procs], signal.SIGINT)
@@ -330,19 +331,6 @@ def _signal_all(procs: Sequence[subprocess.Popen], sig: int) -> None:
                 p.send_signal(sig)
             except ProcessLookupError:
                 pass
-
-
-@contextlib.contextmanager
-def _forward_sigterm_all(procs: Sequence[subprocess.Popen]) -> Iterator[None]:
-    try:
-        previous = signal.signal(signal.SIGTERM, lambda sig, _f: _signal_all(procs, sig))
-    except ValueError:  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _wait_all(procs: list[tuple[int, subprocess.Popen]], prog: str) -> int:

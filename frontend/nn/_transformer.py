@@ -228,7 +228,42 @@ def _check_heads(op: str, d_model: int, nhead: int) -> None:
                          f"and nhead={nhead}")  # fmt: skip
 
 
-class TransformerEncoderLayer(Module):
+class _Layer(Module):
+    """What the encoder and decoder layers share: attention blocks (`n` of them with the
+    feed-forward block: the encoder has 2, the decoder 3), each with dropout, residual and
+    LayerNorm, under PyTorch's submodule names."""
+
+    def _build(self, op: str, n: int, d_model: int, nhead: int, dim_feedforward: int,
+               dropout: float, activation, layer_norm_eps: float, batch_first: bool,
+               norm_first: bool, bias: bool, device, dtype) -> None:  # fmt: skip
+        _check_heads(op, d_model, nhead)
+        kw = {"device": device, "dtype": dtype}
+        attn = {"dropout": dropout, "bias": bias, "batch_first": batch_first, **kw}
+        self.self_attn = MultiheadAttention(d_model, nhead, **attn)
+        if n == 3:
+            self.multihead_attn = MultiheadAttention(d_model, nhead, **attn)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
+        self.norm_first = norm_first
+        for i in range(1, n + 1):
+            setattr(self, f"norm{i}", LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw))
+        for i in range(1, n + 1):
+            setattr(self, f"dropout{i}", Dropout(dropout))
+        self.activation = _activation(activation)
+        self._last = f"dropout{n}"
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal) -> Tensor:
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]  # fmt: skip
+        return self.dropout1(x)
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        out = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return getattr(self, self._last)(out)
+
+
+class TransformerEncoderLayer(_Layer):
     """Self-attention then a feed-forward block, each with dropout, residual and LayerNorm."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
@@ -237,18 +272,8 @@ class TransformerEncoderLayer(Module):
                  norm_first: bool = False, bias: bool = True, device=None,
                  dtype=None) -> None:  # fmt: skip
         super().__init__()
-        _check_heads("TransformerEncoderLayer", d_model, nhead)
-        kw = {"device": device, "dtype": dtype}
-        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
-                                            batch_first=batch_first, **kw)  # fmt: skip
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        self.activation = _activation(activation)
+        self._build("TransformerEncoderLayer", 2, d_model, nhead, dim_feedforward, dropout,
+                    activation, layer_norm_eps, batch_first, norm_first, bias, device, dtype)
 
     def forward(self, src: Tensor, src_mask: Tensor | None = None,
                 src_key_padding_mask: Tensor | None = None,
@@ -260,16 +285,8 @@ class TransformerEncoderLayer(Module):
         x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
         return self.norm2(x + self._ff_block(x))
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]  # fmt: skip
-        return self.dropout1(x)
 
-    def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
-
-
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_Layer):
     """Self-attention, attention over the encoder's memory, then a feed-forward block."""
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
@@ -278,21 +295,8 @@ class TransformerDecoderLayer(Module):
                  norm_first: bool = False, bias: bool = True, device=None,
                  dtype=None) -> None:  # fmt: skip
         super().__init__()
-        _check_heads("TransformerDecoderLayer", d_model, nhead)
-        kw = {"device": device, "dtype": dtype}
-        attn = {"dropout": dropout, "bias": bias, "batch_first": batch_first, **kw}
-        self.self_attn = MultiheadAttention(d_model, nhead, **attn)
-        self.multihead_attn = MultiheadAttention(d_model, nhead, **attn)
-        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **kw)
-        self.dropout = Dropout(dropout)
-        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **kw)
-        self.norm_first = norm_first
-        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **kw)
-        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
-        self.dropout3 = Dropout(dropout)
-        self.activation = _activation(activation)
+        self._build("TransformerDecoderLayer", 3, d_model, nhead, dim_feedforward, dropout,
+                    activation, layer_norm_eps, batch_first, norm_first, bias, device, dtype)
 
     def forward(self, tgt: Tensor, memory: Tensor, tgt_mask: Tensor | None = None,
                 memory_mask: Tensor | None = None, tgt_key_padding_mask: Tensor | None = None,
@@ -309,19 +313,11 @@ class TransformerDecoderLayer(Module):
         x = self.norm2(x + self._mha_block(x, memory, *mha))
         return self.norm3(x + self._ff_block(x))
 
-    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal) -> Tensor:
-        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
-                           need_weights=False, is_causal=is_causal)[0]  # fmt: skip
-        return self.dropout1(x)
-
     def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal) -> Tensor:
         x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
                                 key_padding_mask=key_padding_mask, need_weights=False,
                                 is_causal=is_causal)[0]  # fmt: skip
         return self.dropout2(x)
-
-    def _ff_block(self, x: Tensor) -> Tensor:
-        return self.dropout3(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
 
 def _clones(layer: Module, n: int) -> ModuleList:
