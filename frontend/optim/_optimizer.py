@@ -49,6 +49,15 @@ def _snapshot(value):
     return copy.deepcopy(value)
 
 
+def _hyperparameter(value):
+    """A param group's value as `state_dict` holds it: a number where a compiled step keeps it
+    in a 0-d tensor (a learning rate), as PyTorch's state dicts have it, so the state dict of
+    an optimizer, or of an nn.Graph, has tensors only where state has one per parameter."""
+    if isinstance(value, Tensor) and value.ndim == 0 and value._trace is None:
+        return value.item()
+    return _snapshot(value)
+
+
 class Optimizer:
     """Base class of all optimizers: holds `param_groups` and per-parameter `state`.
 
@@ -198,12 +207,13 @@ class Optimizer:
         """`{"state": {index: {...}}, "param_groups": [{..., "params": [index, ...]}]}`.
 
         Parameters are numbered in group order, as PyTorch does; the tensors are
-        copies, so the result is a snapshot that later steps do not change.
+        copies, so the result is a snapshot that later steps do not change. Group
+        hyperparameters are numbers (a learning rate held in a 0-d tensor too).
         """
         index: dict[int, int] = {}
         groups = []
         for group in self.param_groups:
-            packed = {k: _snapshot(v) for k, v in group.items() if k != "params"}
+            packed = {k: _hyperparameter(v) for k, v in group.items() if k != "params"}
             for p in group["params"]:
                 index.setdefault(id(p), len(index))
             packed["params"] = [index[id(p)] for p in group["params"]]
