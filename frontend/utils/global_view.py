@@ -43,9 +43,9 @@ def _has_global(obj: Any) -> bool:
 
 
 def _skeleton(obj: Any) -> Any:
-    """A picture of `obj` made of plain values: each tensor becomes its dtype name."""
+    """A picture of `obj` made of plain values: each tensor becomes its dtype and rank."""
     if isinstance(obj, Tensor):
-        return {"__tensor__": obj.dtype.name}
+        return {"__tensor__": obj.dtype.name, "ndim": obj.ndim}
     if isinstance(obj, dict):
         return {"__dict__": [[k, _skeleton(v)] for k, v in obj.items()]}
     if isinstance(obj, (list, tuple)):
@@ -54,12 +54,13 @@ def _skeleton(obj: Any) -> Any:
 
 
 def _rebuild(sk: Any) -> Any:
-    """The structure of a `_skeleton`, with an empty tensor of each dtype."""
+    """The structure of a `_skeleton`, with an empty tensor of each dtype and rank (a 0-d one
+    holds one element)."""
     if isinstance(sk, dict):
         if "__tensor__" in sk:
-            from flow.ops.construct import empty
+            from flow.ops.construct import zeros
 
-            return empty(0, dtype=_dtypes.as_dtype(sk["__tensor__"]))
+            return zeros(*([0] * sk["ndim"]), dtype=_dtypes.as_dtype(sk["__tensor__"]))
         if "__dict__" in sk:
             return {k: _rebuild(v) for k, v in sk["__dict__"]}
         if "__list__" in sk:

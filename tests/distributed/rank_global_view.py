@@ -64,6 +64,11 @@ else:
     inside = np.array_split(weight, len(half))[rank]
     check.close(on_half["model"]["weight"].to_local().numpy(), inside, "inside: its piece")
 check.close(on_half["model"]["weight"].numpy(), weight, "sub-placement whole value")
+cols = ({"w": flow.tensor(np.array_split(weight, len(half), axis=1)[half.index(rank)]),
+         "step": flow.tensor(step[0])} if rank in half else None)  # fmt: skip
+by_cols = global_view.to_global(cols, placement=flow.placement("cpu", ranks=half),
+                                sbp=lambda sd, t: B if t.ndim == 0 else S(1))  # fmt: skip
+check.close(by_cols["w"].numpy(), weight, "S(1) on a sub-placement (outside: rank-2 pieces)")
 
 # 3. load_state_dict boxes a differently distributed state into the model's distribution.
 m = flow.nn.Linear(4, 6)

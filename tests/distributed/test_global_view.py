@@ -22,10 +22,10 @@ def test_global_view_on_ranks(nproc):
     assert run.returncode == 0, run.describe()
     counts = _counts(run.stdout)
     assert sorted(counts) == [str(r) for r in range(nproc)], run.describe()
-    assert set(counts.values()) == {29}, run.describe()
+    assert set(counts.values()) == {30}, run.describe()
 
 
 def test_global_view_single_process():
     run = run_command([sys.executable, str(SCRIPT)], timeout=60)
     assert run.returncode == 0, run.describe()
-    assert _counts(run.stdout) == {"0": 29}, run.describe()
+    assert _counts(run.stdout) == {"0": 30}, run.describe()
