@@ -1,0 +1,194 @@
+"""`foreach=True`: a compiled (nn.Graph) step updates all parameters of a dtype as one flat
+vector. Checked against the same optimizer stepping eagerly, per parameter: parameters and
+state_dict after several steps, with float32 and float64 parameters in one model and a
+parameter without a gradient; and the traced IR, whose update does not grow with the
+number of parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flow
+import flow.nn as nn
+from flow import optim
+
+RNG = np.random.default_rng(5)
+X = RNG.standard_normal((6, 3)).astype(np.float32)
+Y = RNG.standard_normal((6, 2))
+INIT = {
+    "lin.weight": RNG.standard_normal((4, 3)).astype(np.float32) * 0.5,
+    "lin.bias": RNG.standard_normal(4).astype(np.float32) * 0.1,
+    "w64": RNG.standard_normal((4, 2)) * 0.5,
+    "b64": RNG.standard_normal(2) * 0.1,
+    "scale": np.array(1.5),
+    "unused": np.zeros(5, np.float32),
+}
+
+
+class Mixed(nn.Module):
+    """A float32 layer feeding float64 parameters (a 0-d one among them); `unused` gets no
+    gradient, so every optimizer must skip it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 4)
+        self.w64 = nn.Parameter(flow.zeros(4, 2, dtype=flow.float64))
+        self.b64 = nn.Parameter(flow.zeros(2, dtype=flow.float64))
+        self.scale = nn.Parameter(flow.ones((), dtype=flow.float64))
+        self.unused = nn.Parameter(flow.zeros(5))
+        self.load_state_dict({k: flow.tensor(v) for k, v in INIT.items()})
+
+    def forward(self, x):
+        h = flow.tanh(self.lin(x)).to(flow.float64)
+        return (h @ self.w64 + self.b64) * self.scale
+
+
+class Step(nn.Graph):
+    def __init__(self, model, optimizer):
+        super().__init__(sync_compile=True)
+        self.model = model
+        self.add_optimizer(optimizer)
+
+    def build(self, x, y):
+        loss = ((self.model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+
+OPTIMIZERS = {
+    "sgd": lambda ps, fe: optim.SGD(ps, lr=0.1, foreach=fe),
+    "sgd-nesterov-wd": lambda ps, fe: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True,
+                                                weight_decay=0.01, foreach=fe),  # fmt: skip
+    "sgd-dampening": lambda ps, fe: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.3,
+                                              foreach=fe),  # fmt: skip
+    "adam-amsgrad": lambda ps, fe: optim.Adam(ps, lr=0.05, amsgrad=True, weight_decay=0.01,
+                                              foreach=fe),  # fmt: skip
+    "adamw-amsgrad": lambda ps, fe: optim.AdamW(ps, lr=0.05, amsgrad=True, foreach=fe),
+    "rmsprop-centered": lambda ps, fe: optim.RMSprop(ps, lr=0.01, momentum=0.9, centered=True,
+                                                     weight_decay=0.01, foreach=fe),  # fmt: skip
+}
+STEPS = 3
+
+
+def _eager(make):
+    model = Mixed()
+    opt = make(list(model.parameters()), False)
+    x, y = flow.tensor(X), flow.tensor(Y)
+    for _ in range(STEPS):
+        opt.zero_grad()
+        ((model(x) - y) ** 2).mean().backward()
+        opt.step()
+    return model, opt
+
+
+def _compiled(make, foreach=True):
+    model = Mixed()
+    opt = make(list(model.parameters()), foreach)
+    graph = Step(model, opt)
+    for _ in range(STEPS):
+        graph(flow.tensor(X), flow.tensor(Y))
+    return model, opt, graph
+
+
+def _close(actual, expected, what):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=2e-5, atol=1e-6, err_msg=what)
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_compiled_flat_update_equals_eager_per_parameter(name):
+    make = OPTIMIZERS[name]
+    ref_model, ref_opt = _eager(make)
+    model, opt, graph = _compiled(make)
+    assert "flow.concat" in graph._engine.last_lowered.as_text()  # the flat update ran
+    for (key, p), (_, q) in zip(model.named_parameters(), ref_model.named_parameters()):
+        _close(p.numpy(), q.numpy(), f"{name}: parameter {key}")
+    np.testing.assert_array_equal(model.unused.numpy(), INIT["unused"])
+    ours, ref = opt.state_dict(), ref_opt.state_dict()
+    # nn.Graph gives every parameter its initial state before the first step (the unused one
+    # too); a parameter without a gradient keeps it untouched
+    assert set(ref["state"]) <= set(ours["state"]), f"{name}: parameters with state"
+    for i in set(ours["state"]) - set(ref["state"]):
+        for key, value in ours["state"][i].items():
+            assert not value.numpy().any(), f"{name}: state {i}.{key} of a skipped parameter"
+    for i, entries in ref["state"].items():
+        assert sorted(ours["state"][i]) == sorted(entries), f"{name}: state keys of {i}"
+        for key, value in entries.items():
+            _close(ours["state"][i][key].numpy(), value.numpy(), f"{name}: state {i}.{key}")
+
+
+def test_state_dict_of_a_flat_update_resumes_per_parameter():
+    """A checkpoint of the compiled flat update loads into an eager optimizer, which continues
+    as an optimizer that had run eagerly all along."""
+    make = OPTIMIZERS["adam-amsgrad"]
+    model, opt, _ = _compiled(make)
+    ref_model, ref_opt = _eager(make)
+    resumed = Mixed()
+    resumed.load_state_dict(model.state_dict())
+    resumed_opt = make(list(resumed.parameters()), False)
+    resumed_opt.load_state_dict(opt.state_dict())
+    x, y = flow.tensor(X), flow.tensor(Y)
+    for m, o in ((resumed, resumed_opt), (ref_model, ref_opt)):
+        o.zero_grad()
+        ((m(x) - y) ** 2).mean().backward()
+        o.step()
+    for (key, p), (_, q) in zip(resumed.named_parameters(), ref_model.named_parameters()):
+        _close(p.numpy(), q.numpy(), f"resumed parameter {key}")
+
+
+def _mlp(layers: int) -> nn.Module:
+    mods = []
+    for _ in range(layers):
+        mods += [nn.Linear(4, 4), nn.Tanh()]
+    return nn.Sequential(*mods)
+
+
+def _update_ir(layers: int, foreach: bool) -> str:
+    flow.manual_seed(0)
+    model = _mlp(layers)
+    opt = optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=foreach)
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__(sync_compile=True)
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, x):
+            loss = self.model(x).sum()
+            loss.backward()
+            return loss
+
+    g = G()
+    g(flow.tensor(X[:, :1].repeat(4, 1)))
+    return g._engine.last_lowered.as_text()
+
+
+def _flat_ops(text: str, n: int) -> int:
+    """Ops in `text` whose result is a flat float32 vector of `n` elements (the update)."""
+    return sum(1 for line in text.splitlines()
+               if "=" in line and line.rstrip().endswith(f"tensor<{n}xf32>"))  # fmt: skip
+
+
+@pytest.mark.parametrize("layers", [2, 5])
+def test_flat_update_does_not_grow_with_the_parameters(layers):
+    """One bucket: three concatenations (parameters, gradients, momentum buffers) and the
+    same handful of flat ops for 2 or 5 layers; per parameter there is no concatenation."""
+    n = layers * (16 + 4)
+    text = _update_ir(layers, foreach=True)
+    assert text.count("flow.concat") == 3, text.count("flow.concat")
+    flat = _flat_ops(text, n)
+    assert 3 <= flat <= 12, flat  # concats, momentum and update math: nothing per layer
+    assert flat == _flat_ops(_update_ir(2 if layers == 5 else 5, foreach=True),
+                             40 if layers == 5 else 100)  # fmt: skip
+    assert "flow.concat" not in _update_ir(layers, foreach=False)
+
+
+def test_foreach_is_a_group_hyperparameter():
+    w = nn.Parameter(flow.zeros(2))
+    assert optim.SGD([w]).param_groups[0]["foreach"] is None
+    assert optim.Adam([w], foreach=True).param_groups[0]["foreach"] is True
+    assert optim.RMSprop([{"params": [w], "foreach": True}]).param_groups[0]["foreach"] is True
