@@ -36,13 +36,15 @@ def bucket_key(p: Tensor, grad: Tensor, state: dict) -> tuple | None:
     dist = getattr(p, "_dist", None)
     if dist is not None and any(s.kind != "B" for s in dist.sbp):
         return None
-    if getattr(grad, "_dist", None) != dist or grad.dtype is not p.dtype:
+    if grad.dtype is not p.dtype or tuple(grad.shape) != tuple(p.shape):
         return None
-    if tuple(grad.shape) != tuple(p.shape):
-        return None
+    if grad._trace is None and getattr(grad, "_dist", None) != dist:
+        return None  # (a traced value's distribution is inferred after tracing)
     entries = []
     for key, value in state.items():
-        if not isinstance(value, Tensor) or getattr(value, "_dist", None) != dist:
+        if not isinstance(value, Tensor):
+            return None
+        if value.ndim and getattr(value, "_dist", None) != dist:
             return None
         if value.ndim != 0 and tuple(value.shape) != tuple(p.shape):
             return None

@@ -1,10 +1,17 @@
 """`foreach=True`: a compiled (nn.Graph) step updates all parameters of a dtype as one flat
 vector. Checked against the same optimizer stepping eagerly, per parameter: parameters and
 state_dict after several steps, with float32 and float64 parameters in one model and a
-parameter without a gradient; and the traced IR, whose update does not grow with the
-number of parameters."""
+parameter without a gradient; the traced IR, whose update does not grow with the number
+of parameters; and global programs on 2 ranks (broadcast parameters share one flat update,
+split ones keep their own) against single-device training."""
 
 from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -192,3 +199,79 @@ def test_foreach_is_a_group_hyperparameter():
     assert optim.SGD([w]).param_groups[0]["foreach"] is None
     assert optim.Adam([w], foreach=True).param_groups[0]["foreach"] is True
     assert optim.RMSprop([{"params": [w], "foreach": True}]).param_groups[0]["foreach"] is True
+
+
+RANK_SCRIPT = textwrap.dedent('''
+    import numpy as np
+    import flow
+    import flow.env
+    import flow.nn as nn
+    import flow.nn.functional as F
+    from flow.distributed.placement import placement, sbp
+
+    rank, world = flow.env.get_rank(), flow.env.get_world_size()
+    S, B = sbp.split, sbp.broadcast
+    pl = placement("cpu", list(range(world)))
+
+    def mlp():
+        flow.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+
+    class Step(nn.Graph):
+        def __init__(self, model, opt):
+            super().__init__(sync_compile=True)
+            self.model = model
+            self.add_optimizer(opt)
+
+        def build(self, xb, yb):
+            loss = F.cross_entropy(self.model(xb), yb)
+            loss.backward()
+            return loss
+
+    rng = np.random.default_rng(0)
+    batches = [(rng.standard_normal((8, 6)).astype(np.float32), rng.integers(0, 3, 8))
+               for _ in range(3)]
+    ref = mlp()
+    ref_step = Step(ref, flow.optim.Adam(ref.parameters(), lr=0.05))
+    for xb, yb in batches:
+        ref_step(flow.tensor(xb), flow.tensor(yb))
+    names = ("0.weight", "0.bias", "2.weight", "2.bias")
+    layouts = {"data": (dict.fromkeys(names, B), S(0)),
+               "tensor": ({"0.weight": S(0), "0.bias": S(0), "2.weight": S(1), "2.bias": B}, B)}
+    for name, (layout, batch_sbp) in layouts.items():
+        model = mlp()
+        model.to_global(pl, lambda n, _: layout[n])
+        step = Step(model, flow.optim.Adam(model.parameters(), lr=0.05, foreach=True))
+        for xb, yb in batches:
+            step(*(flow.tensor(v).to_global(pl, B).to_global(sbp=batch_sbp) for v in (xb, yb)))
+        concats = step._engine.last_lowered.as_text().count("flow.concat")
+        for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+            assert p.sbp == (layout[n],), (name, n, p.sbp)
+            err = float(np.abs(p.numpy() - q.numpy()).max())
+            assert err < 1e-4, f"{name} parallel: {n} differs by {err}"
+        print(f"rank {rank}: {name} parallel: {concats} concats", flush=True)
+    print(f"rank {rank}: OK", flush=True)
+''')
+
+
+def test_global_programs_on_two_ranks(tmp_path):
+    """Data parallel: the four broadcast parameters share one flat update (parameters,
+    gradients, steps, two moments: five concatenations); tensor parallel: no two parameters
+    share a distribution, so each keeps its own. Both equal single-device training."""
+    script = tmp_path / "rank_foreach.py"
+    script.write_text(RANK_SCRIPT)
+    cmd = [sys.executable, "-m", "flow.distributed.launch", "--nproc-per-node", "2", str(script)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True,
+                            env={**os.environ, "FLOW_COLLECTIVE_TIMEOUT": "40"})  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"2 ranks did not finish in 240 s\n{out}\n{err[-3000:]}")
+    assert proc.returncode == 0, f"{out}\n{err[-3000:]}"
+    for r in (0, 1):
+        assert f"rank {r}: data parallel: 5 concats" in out, out
+        assert f"rank {r}: tensor parallel: 0 concats" in out, out
+        assert f"rank {r}: OK" in out, out
