@@ -1,19 +1,20 @@
-"""A traced optimizer step updates many parameters as one: flat vectors per bucket.
+"""`foreach=True`: a traced optimizer step updates many parameters as one flat vector.
 
-IREE generates code for every dispatch separately, and a per-parameter update makes at
-least one dispatch per parameter. Inside a trace (`flow.jit`, `nn.Graph`), `Optimizer.step`
-therefore groups the parameters of a param group that have a gradient into buckets of one
-dtype and distribution, concatenates each bucket's parameters, gradients and state tensors
-into flat vectors, runs the optimizer's own `_update` once on them, and writes the pieces
-back into each parameter and state tensor. The math is the per-parameter math elementwise,
-so eager (per-parameter) and compiled steps agree; the state keeps its per-parameter form,
-so `state_dict`, checkpoints and the interpreter tier see no difference.
+Inside a trace (`flow.jit`, `nn.Graph`), `Optimizer.step` groups the parameters of a param
+group that have a gradient into buckets of one dtype, distribution and state layout,
+concatenates each bucket's parameters, gradients and state tensors into flat vectors, runs
+the optimizer's own `_update` once on them, and writes the pieces back into each parameter
+and state tensor. The update is then one dispatch per bucket, whatever the number of
+parameters. The math is the per-parameter math elementwise, so eager (per-parameter) and
+compiled steps agree; the state keeps its per-parameter form, so `state_dict`, checkpoints
+and the interpreter tier see no difference. IREE turns the concatenations and the pieces
+into copies (`flow.tensor.update` / `flow.tensor.slice`), not dispatches.
 
-A 0-d state entry of a parameter with more elements (Adam's and RMSprop's `step`) is
-broadcast over the parameter's stretch of the flat vector and read back from its first
-element. Parameters whose state is not such tensors, global parameters that are not
-broadcast on every mesh axis (their splits would not line up with a flat vector), and
-buckets of one parameter take the per-parameter path.
+A 0-d state entry (Adam's and RMSprop's `step`) is gathered into the flat vector by each
+element's parameter number and read back from the first element of its parameter. Global
+parameters that are not broadcast on every mesh axis (their splits would not line up with
+a flat vector), state that is not such tensors, and buckets of one parameter take the
+per-parameter path.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from flow import primitives as P
 from flow.core.tensor import Tensor
+from flow.ops.basic import from_numpy
+from flow.ops.movement import cat, narrow, split
+from flow.primitives.registry import bind
 
 __all__ = ["bucket_key", "fused_update"]
 
@@ -65,23 +70,16 @@ class _Join:
         self._segments: Tensor | None = None
 
     def __call__(self, xs: list[Tensor]) -> Tensor:
-        from flow import primitives as P
-        from flow.ops.movement import cat
-        from flow.primitives.registry import bind
-
         if all(x.ndim == 0 for x in xs) and any(n != 1 for n in self.sizes):
             # One value per parameter, gathered by segment: an elementwise read that IREE
-            # fuses into the update's dispatch (a broadcast per parameter would be a dispatch
-            # of its own before the concatenation).
-            # The segments are in range by construction: a plain gather, no index checks.
+            # fuses into the update's dispatch, where a broadcast per parameter would be a
+            # dispatch of its own. The segments are in range: a plain gather, no checks.
             return bind(P.gather, cat([x.reshape(1) for x in xs], 0), self.segments(), dim=0)
         return cat([_flat(x, n) for x, n in zip(xs, self.sizes)], 0)
 
     def segments(self) -> Tensor:
         """Each flat element's parameter number (a constant input of the traced program)."""
         if self._segments is None:
-            from flow.ops.basic import from_numpy
-
             counts = np.asarray(self.sizes)
             self._segments = from_numpy(np.repeat(np.arange(len(counts), dtype=np.int32), counts))
         return self._segments
@@ -91,8 +89,6 @@ def fused_update(update: Update, params: list[Tensor], states: list[dict], group
                  lr) -> None:  # fmt: skip
     """Run `update` once on the concatenation of `params` (all of one bucket) and write the
     results back into each parameter and into each parameter's `states` entry."""
-    from flow.ops.movement import narrow, split
-
     sizes = [prod(p.shape) for p in params]
     join = _Join(sizes)
     flat_p = join(params)
