@@ -144,6 +144,10 @@ class Optimizer:
         """Raise ValueError for out-of-range hyperparameters (overridden per optimizer)."""
         if "lr" in group:
             self._check(group, index, "lr", lambda v: v >= 0, "lr >= 0")
+        if group.get("foreach") not in (None, True, False):
+            where = f" in param group {index}" if index else ""
+            raise TypeError(f"{type(self).__name__}: foreach{where} must be True, False or None, "
+                            f"got {group['foreach']!r}")  # fmt: skip
 
     def _check(self, group: dict, index: int, key: str, ok: Callable, expected: str) -> None:
         value = _eager_value(group[key])

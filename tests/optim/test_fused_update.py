@@ -130,7 +130,10 @@ def test_compiled_flat_update_equals_eager_per_parameter(name):
 def test_interpreted_flat_update_equals_eager(tmp_path, monkeypatch):
     """The first calls of a program not compiled yet run on the eager kernels (the
     interpreter tier): the flat update there gives eager's numbers too."""
+    from flow.targets import cache
+
     monkeypatch.setenv("FLOW_CACHE_DIR", str(tmp_path / "cache"))  # empty: not compiled yet
+    cache.clear_memory()  # (the programs of the tests above are in the in-process memo)
     make = OPTIMIZERS["adam-amsgrad"]
     ref_model, _ = _eager(make)
     model = Mixed()
@@ -216,6 +219,28 @@ def test_foreach_is_a_group_hyperparameter():
     assert optim.SGD([w]).param_groups[0]["foreach"] is None
     assert optim.Adam([w], foreach=True).param_groups[0]["foreach"] is True
     assert optim.RMSprop([{"params": [w], "foreach": True}]).param_groups[0]["foreach"] is True
+    with pytest.raises(TypeError, match=r"SGD: foreach must be True, False or None, got 'yes'"):
+        optim.SGD([w], foreach="yes")
+
+
+def test_flat_update_inside_jit_on_captured_parameters():
+    """flow.jit, no nn.Graph: plain SGD (no state) on two captured parameters, one update."""
+    w = flow.tensor(INIT["lin.weight"], requires_grad=True)
+    b = flow.tensor(INIT["lin.bias"], requires_grad=True)
+    opt = optim.SGD([w, b], lr=0.1, foreach=True)
+
+    @flow.jit
+    def step(gw, gb):
+        w.grad, b.grad = gw, gb
+        opt.step()
+        return w, b
+
+    gw, gb = np.ones_like(INIT["lin.weight"]), np.arange(4, dtype=np.float32)
+    step(gw, gb)
+    step(gw, gb)
+    _close(w.numpy(), INIT["lin.weight"] - 0.2 * gw, "w after two steps")
+    _close(b.numpy(), INIT["lin.bias"] - 0.2 * gb, "b after two steps")
+    assert "flow.concat" in step.lower(gw, gb).as_text()
 
 
 RANK_SCRIPT = textwrap.dedent('''
