@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--compare", default="",
                         help='extra IREE flags to compare: --compare="--a=1 --b"')  # fmt: skip
     parser.add_argument("--foreach", action="store_true",
-                        help="also measure each step with the optimizer's foreach=True")  # fmt: skip
+                        help="also measure each step with foreach=True")  # fmt: skip
     args = parser.parse_args()
     compare = shlex.split(args.compare)
     print(f"nn.Graph train steps, cpu target, empty compile cache [{machine()}]")
