@@ -2,7 +2,7 @@
 vector. Checked against the same optimizer stepping eagerly, per parameter: parameters and
 state_dict after several steps, with float32 and float64 parameters in one model and a
 parameter without a gradient; the traced IR, whose update does not grow with the number
-of parameters; and global programs on 2 ranks (broadcast parameters share one flat update,
+of parameters; the compiled update, one dispatch per dtype; and global programs on 2 ranks (broadcast parameters share one flat update,
 split ones keep their own) against single-device training."""
 
 from __future__ import annotations
@@ -212,6 +212,41 @@ def test_flat_update_does_not_grow_with_the_parameters(layers):
     assert flat == _flat_ops(_update_ir(2 if layers == 5 else 5, foreach=True),
                              40 if layers == 5 else 100)  # fmt: skip
     assert "flow.concat" not in _update_ir(layers, foreach=False)
+
+
+def _update_dispatches(foreach: bool) -> tuple[int, list[np.ndarray]]:
+    """Dispatches of a compiled SGD step (weight decay, no state) on four parameters of
+    different shapes, two float32 and two float64, whose gradients are inputs (nothing for
+    a parameter's update to fuse into); and the updated values."""
+    from flow.targets import dispatch_count
+
+    shapes = [((3,), np.float32), ((4, 5), np.float32), ((6,), np.float64), ((2, 2), np.float64)]
+    rng = np.random.default_rng(3)
+    values = [rng.standard_normal(s).astype(dt) for s, dt in shapes]
+
+    def step(*grads):
+        params = [flow.tensor(v, requires_grad=True) for v in values]
+        opt = optim.SGD(params, lr=0.1, weight_decay=0.1, foreach=foreach)
+        for p, g in zip(params, grads):
+            p.grad = g
+        opt.step()
+        return params
+
+    grads = [np.ones_like(v) for v in values]
+    compiled = flow.jit(step).lower(*grads).compile("cpu")
+    return dispatch_count(compiled.vmfb), [np.asarray(t.numpy()) for t in compiled(*grads)]
+
+
+def test_compiled_update_is_one_dispatch_per_dtype():
+    flat, flat_values = _update_dispatches(True)
+    alone, alone_values = _update_dispatches(False)
+    assert flat == 2, f"foreach: expected one update dispatch per dtype (2), got {flat}"
+    assert alone == 4, f"per parameter: expected one dispatch per parameter (4), got {alone}"
+    rng = np.random.default_rng(3)
+    for a, b in zip(flat_values, alone_values):
+        v = rng.standard_normal(a.shape).astype(a.dtype)
+        _close(a, b, "flat vs per-parameter update")
+        _close(a, (v - 0.1 * (1 + 0.1 * v)).astype(a.dtype), "update vs numpy")
 
 
 def test_foreach_is_a_group_hyperparameter():
