@@ -1,6 +1,6 @@
 """Dispatches and compile time of three nn.Graph train steps on the cpu target.
 
-    python benchmarks/dispatches.py [--steps 30] [--compare="--flag=value ..."]
+    python benchmarks/dispatches.py [--steps 30] [--compare="--flag=value ..."] [--foreach]
 
 The steps: the README's MLP (784-256-10, batch 64, cross-entropy, SGD momentum), the LeNet
 step of examples/train_digits.py (its TrainGraph, batch 32, SGD momentum with a cosine
@@ -13,7 +13,10 @@ lowering, and IREE compiling both the step that creates the optimizer state and 
 step); then the steady step's program is lowered and compiled again, uncached, for
 `lower s`, `IREE s` and its `dispatches`, and its `ms/step` is the median of a call. With
 `--compare`, the steady step is also compiled with the target table's flags plus the given
-ones (later flags override), in the same run, with ratios against the table's flags.
+ones (later flags override), in the same run, with ratios against the table's flags. With
+`--foreach`, each step is also built with its optimizer's `foreach=True` (the update of all
+parameters of a dtype on one flat vector) and measured the same way, with ratios against
+the per-parameter update.
 """
 
 from __future__ import annotations
@@ -39,18 +42,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 import train_digits  # noqa: E402
 
 
-def mlp_step():
+def mlp_step(foreach: bool | None = None):
     """The README's train step and a batch for it."""
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
-    optimizer = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    optimizer = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, foreach=foreach)
     graph = train_step(model, optimizer, nn.CrossEntropyLoss())
     return graph, (flow.randn(64, 784), flow.randint(0, 10, (64,)))
 
 
-def lenet_step():
+def lenet_step(foreach: bool | None = None):
     """examples/train_digits.py's TrainGraph with its optimizer and schedule, batch 32."""
     model = train_digits.LeNet()
-    optimizer = flow.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    optimizer = flow.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, foreach=foreach)
     scheduler = flow.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=1000)
     graph = train_digits.TrainGraph(model, nn.CrossEntropyLoss(), optimizer, scheduler)
     return graph, (flow.rand(32, 1, 8, 8), flow.randint(0, 10, (32,)))
@@ -78,10 +81,10 @@ class Block(nn.Module):
         return x + self.mlp(self.ln2(x))
 
 
-def transformer_step():
+def transformer_step(foreach: bool | None = None):
     """One transformer block regressed onto a target with MSE, Adam."""
     model = Block(64, 4)
-    optimizer = flow.optim.Adam(model.parameters(), lr=1e-3)
+    optimizer = flow.optim.Adam(model.parameters(), lr=1e-3, foreach=foreach)
     graph = train_step(model, optimizer, nn.MSELoss())
     return graph, (flow.randn(8, 32, 64), flow.randn(8, 32, 64))
 
@@ -90,14 +93,14 @@ CASES = {"MLP (README)": mlp_step, "LeNet (train_digits)": lenet_step,
          "transformer block": transformer_step}  # fmt: skip
 
 
-def measure(make, steps: int, compare: list[str]) -> list[dict]:
+def measure(make, steps: int, compare: list[str], foreach: bool = False) -> list[dict]:
     """One row per flag set (the table's; the table's + `compare`) for one train step."""
     from flow.compile.stages import Compiled
     from flow.core.pytree import flatten
     from flow.lowering import run_pipeline, to_iree_text
     from flow.targets import compile_mlir, dispatch_count
 
-    graph, batch = make()
+    graph, batch = make(foreach=True) if foreach else make()
     t0 = time.perf_counter()
     graph(*batch)
     first = time.perf_counter() - t0
@@ -125,6 +128,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--compare", default="",
                         help='extra IREE flags to compare: --compare="--a=1 --b"')  # fmt: skip
+    parser.add_argument("--foreach", action="store_true",
+                        help="also measure each step with foreach=True")  # fmt: skip
     args = parser.parse_args()
     compare = shlex.split(args.compare)
     print(f"nn.Graph train steps, cpu target, empty compile cache [{machine()}]")
@@ -132,10 +137,14 @@ def main() -> None:
     print(f"{head} {'IREE s':>7} {'ms/step':>8}   vs table: dispatches  IREE s  ms/step")
     for name, make in CASES.items():
         rows = measure(make, args.steps, compare)
+        labels = ["table"] + ["+compare"] * (len(rows) - 1)
+        if args.foreach:
+            more = measure(make, args.steps, compare, foreach=True)
+            rows, labels = rows + more, labels + ["foreach"] + ["+both"] * (len(more) - 1)
         base = rows[0]
         for i, row in enumerate(rows):
-            flags = "table" if i == 0 else "+compare"
-            first = "" if i else f"{row['first']:.2f}"
+            flags = labels[i]
+            first = "" if row["flags"] != "table" else f"{row['first']:.2f}"
             line = (
                 f"  {name if i == 0 else '':22} {flags:>8} {row['dispatches']:10d} "
                 f"{first:>12} {row['lower']:8.2f} {row['iree']:7.2f} {row['ms']:8.3f}"
@@ -147,6 +156,9 @@ def main() -> None:
             print(f"{line}   {ratios}")
     if compare:
         print(f"  +compare: {' '.join(compare)} (IREE s and ms/step ratios: >1 is faster)")
+    if args.foreach:
+        print("  foreach: the optimizer's foreach=True (one flat update per dtype); "
+              "+both: with +compare")
 
 
 if __name__ == "__main__":

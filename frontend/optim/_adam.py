@@ -24,7 +24,10 @@ class Adam(Optimizer):
 
     State: `step` (a 0-d float32 tensor, so a compiled step reads it rather than
     baking it in), `exp_avg`, `exp_avg_sq` and, with `amsgrad`, `max_exp_avg_sq`.
+    `foreach=True`: see `Optimizer`.
     """
+
+    _fused_update = True
 
     _decoupled_weight_decay = False
 
@@ -39,10 +42,11 @@ class Adam(Optimizer):
         maximize: bool = False,
         *,
         do_bias_correction: bool = True,
+        foreach: bool | None = None,
     ):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize,
-                        do_bias_correction=do_bias_correction)  # fmt: skip
+                        do_bias_correction=do_bias_correction, foreach=foreach)  # fmt: skip
         super().__init__(params, defaults)
 
     def _validate_group(self, group: dict[str, Any], index: int) -> None:
@@ -109,6 +113,7 @@ class AdamW(Adam):
         maximize: bool = False,
         *,
         do_bias_correction: bool = True,
+        foreach: bool | None = None,
     ):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize,
-                         do_bias_correction=do_bias_correction)  # fmt: skip
+                         do_bias_correction=do_bias_correction, foreach=foreach)  # fmt: skip

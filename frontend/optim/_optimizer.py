@@ -18,7 +18,10 @@ import numpy as np
 
 from flow.core.autograd import enable_grad, no_grad
 from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
 from flow.ops.basic import from_numpy
+
+from ._fused import bucket_key, fused_update
 
 __all__ = ["Optimizer", "required"]
 
@@ -68,7 +71,20 @@ class Optimizer:
     `_update(p, grad, state, group, lr)`; `step()` calls it, under `no_grad`, for each
     parameter whose `.grad` is set. The learning rate is read from `group["lr"]` in
     `step()` only, once per group and step, and may be a Python float or a 0-d tensor.
+
+    `foreach=True` (a group hyperparameter of the built-in optimizers, PyTorch's name for
+    its multi-tensor update): a traced step (`nn.Graph`, `flow.jit`) runs the update once on
+    the concatenation of the group's parameters of one dtype (and distribution), so the
+    update is one dispatch per dtype, whatever the number of parameters. The default
+    (None) updates each parameter separately: IREE fuses a parameter's update into the
+    dispatch that computes its gradient, which the concatenation prevents (see README).
+    Eager steps are per parameter either way; both give the same numbers.
     """
+
+    _fused_update = False
+    """Whether `_update` is elementwise in the parameter, gradient and state tensors (0-d
+    state read and written as one value per parameter), so that `foreach` may run it once on
+    the concatenation of many parameters (`flow.optim._fused`)."""
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]):
         self.defaults = dict(defaults)
@@ -137,6 +153,10 @@ class Optimizer:
         """Raise ValueError for out-of-range hyperparameters (overridden per optimizer)."""
         if "lr" in group:
             self._check(group, index, "lr", lambda v: v >= 0, "lr >= 0")
+        if group.get("foreach") not in (None, True, False):
+            where = f" in param group {index}" if index else ""
+            raise TypeError(f"{type(self).__name__}: foreach{where} must be True, False or None, "
+                            f"got {group['foreach']!r}")  # fmt: skip
 
     def _check(self, group: dict, index: int, key: str, ok: Callable, expected: str) -> None:
         value = _eager_value(group[key])
@@ -169,14 +189,32 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 lr = group["lr"]  # the one place the learning rate is read
-                for p in group["params"]:
-                    if p.grad is None:
-                        continue
-                    state = self.state[p]
-                    self._update(p, p.grad, state, group, lr)
-                    if not state:  # stateless rules (plain SGD) keep `self.state` empty
-                        del self.state[p]
+                params = [p for p in group["params"] if p.grad is not None]
+                for bucket in self._buckets(params, group):
+                    states = [self.state[p] for p in bucket]
+                    if len(bucket) > 1:
+                        fused_update(self._update, bucket, states, group, lr)
+                    else:
+                        self._update(bucket[0], bucket[0].grad, states[0], group, lr)
+                    for p, state in zip(bucket, states):
+                        if not state:  # stateless rules (plain SGD) keep `self.state` empty
+                            del self.state[p]
         return loss
+
+    def _buckets(self, params: list[Tensor], group: dict) -> list[list[Tensor]]:
+        """The parameters updated together: with `foreach`, inside a trace, those of one
+        bucket (dtype, distribution, state layout; see `_fused`); otherwise one each."""
+        if not (group.get("foreach") and self._fused_update and current_trace() is not None):
+            return [[p] for p in params]
+        buckets: dict[tuple, list[Tensor]] = {}
+        alone = []
+        for p in params:
+            key = bucket_key(p, p.grad, self.state[p])
+            if key is None or (not self.state[p] and self._initial_state(p, group)):
+                alone.append([p])
+            else:
+                buckets.setdefault(key, []).append(p)
+        return list(buckets.values()) + alone
 
     def init_state(self) -> list[Tensor]:
         """Create now the state each parameter without any would get on its first step, where

@@ -20,8 +20,10 @@ class RMSprop(Optimizer):
     and `avg = sqrt(v - a * a) + eps`, else `avg = sqrt(v) + eps`; with momentum
     `buf = momentum * buf + g / avg` and `p -= lr * buf`, else `p -= lr * g / avg`.
     State: `step` (0-d float32 tensor), `square_avg`, `momentum_buffer` (momentum > 0),
-    `grad_avg` (centered).
+    `grad_avg` (centered). `foreach=True`: see `Optimizer`.
     """
+
+    _fused_update = True
 
     def __init__(
         self,
@@ -33,9 +35,12 @@ class RMSprop(Optimizer):
         momentum: float = 0.0,
         centered: bool = False,
         maximize: bool = False,
+        *,
+        foreach: bool | None = None,
     ):
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                        momentum=momentum, centered=centered, maximize=maximize)  # fmt: skip
+                        momentum=momentum, centered=centered, maximize=maximize,
+                        foreach=foreach)  # fmt: skip
         super().__init__(params, defaults)
 
     def _validate_group(self, group: dict[str, Any], index: int) -> None:

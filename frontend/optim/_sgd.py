@@ -23,8 +23,11 @@ class SGD(Optimizer):
     With `g` the gradient (negated when `maximize`), `g += weight_decay * p`; with
     momentum, `buf = g` on the first step and `buf = momentum * buf + (1 - dampening) * g`
     after it, then `g = g + momentum * buf` (Nesterov) or `g = buf`; finally
-    `p -= lr * g`. State: `momentum_buffer` (only when `momentum != 0`).
+    `p -= lr * g`. State: `momentum_buffer` (only when `momentum != 0`). `foreach=True`
+    updates all parameters of a dtype at once in a traced step (see `Optimizer`).
     """
+
+    _fused_update = True
 
     def __init__(
         self,
@@ -35,9 +38,12 @@ class SGD(Optimizer):
         weight_decay: float = 0.0,
         nesterov: bool = False,
         maximize: bool = False,
+        *,
+        foreach: bool | None = None,
     ):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
-                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize)  # fmt: skip
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach)  # fmt: skip
         super().__init__(params, defaults)
 
     def _validate_group(self, group: dict[str, Any], index: int) -> None:
