@@ -161,8 +161,9 @@ class GraphEngine:
                         if p.grad is not None and n > 1:
                             p.grad = p.grad / n
             with _phase("update", 0, self.stages):
+                run = getattr(config, "optimizer_step", None)  # ZeRO's sharded update
                 for opt in self.optimizers:
-                    opt.step()
+                    run(opt) if run is not None else opt.step()
         finally:
             for p, g in zip(params, saved_grads):
                 p.grad = g

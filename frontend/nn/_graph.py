@@ -40,6 +40,27 @@ class GraphConfig:
     def __init__(self):
         self.gradient_accumulation_steps = 1
         self.pipeline_schedule = "1f1b"
+        self.zero: dict | None = None  # enable_zero's settings while on
+        self._zero_plan = None  # what ZeRO shards (_zero.ZeroPlan), made at the first call
+
+    def enable_zero(self, mode: bool = True, *, stage: int = 2, shard_min_size: int = 1024,
+                    shard_restore_level: int = 1) -> None:
+        """ZeRO over the data-parallel placement of the parameters (see _zero.py): stage 1
+        splits optimizer state S(0), stage 2 also reduce-scatters gradients, stage 3 also keeps
+        parameters S(0) between steps. Tensors with fewer than `shard_min_size` elements (or a
+        dim 0 smaller than the number of ranks) stay B. `shard_restore_level` is accepted
+        for OneFlow's signature; the boxing back to B is always at the parameter's use."""
+        from ._zero import check_zero_args
+
+        check_zero_args(mode, stage, shard_min_size, shard_restore_level)
+        self.zero = dict(stage=stage, shard_min_size=shard_min_size) if mode else None
+
+    def optimizer_step(self, opt) -> None:
+        """How the traced step runs `opt.step()`: sharded under ZeRO, else as it is."""
+        if self._zero_plan is not None:
+            self._zero_plan.optimizer_step(opt)
+        else:
+            opt.step()
 
     def set_gradient_accumulation_steps(self, steps: int) -> None:
         """Split each batch into `steps` micro-batches along dim 0; one optimizer step per call."""
@@ -101,14 +122,25 @@ class Graph:
         return lowered.as_text()
 
     def __call__(self, *args):
+        if self.config.zero is not None and self.config._zero_plan is None:
+            from ._zero import ZeroPlan
+
+            self.config._zero_plan = ZeroPlan(type(self).__name__, **self.config.zero,
+                                              modules=self._modules(),
+                                              optimizers=self._engine.optimizers)  # fmt: skip
         build = functools.wraps(self.build)(lambda *a: self._recorded_build(*a))
         return self._engine(args, build=build, config=self.config, target=self.target,
                             find_stages=self._find_stages)  # fmt: skip
 
     def _recorded_build(self, *args):
         """`build`, recording the inputs and outputs of the graph and of its modules."""
+        plan = self.config._zero_plan
         with recording_calls() as calls:
-            out = self.build(*args)
+            if plan is None:
+                out = self.build(*args)
+            else:
+                with plan.gathered_parameters(self._modules()):
+                    out = self.build(*args)
         if self._io is None:  # the first micro-batch of the first trace
             calls[id(self)] = (_describe(args), _describe(out))
             self._io = calls
@@ -123,6 +155,10 @@ class Graph:
         for name, module in self._modules():
             out[name] = module.state_dict()
         out.update(self._engine.state_dict())
+        if self.config._zero_plan is not None:  # as a data-parallel graph has it
+            from ._zero import boxed_back
+
+            out.update(boxed_back(dict(out)))
         return out
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> None:
