@@ -229,6 +229,8 @@ INFER_ERRORS += [
         {"dim": 0, "shape": [2], "element_type": i1},
         r"'flow.iota' op expected a float or integer element type, got i1",
     ),
+    (fd.OptimizationBarrierOp, [f32, t(f32, 2)], {},
+     r"'flow.optimization_barrier' op expected value to be a ranked tensor, got f32"),
 ]
 INFER_ERRORS += [
     (op, [t(f32, 2), t(f32, 3)], {},
