@@ -51,6 +51,7 @@ class GraphEngine:
         self.stages: list = []  # placements of the pipeline stages of the last trace
         self.debug = False  # print each step's flow IR when it is compiled
         self.step_count = 0  # calls run (training steps, in a graph with optimizers)
+        self.grad_scaler = None  # a flow.amp.GradScaler run inside the step (set_grad_scaler)
 
     def add_optimizer(self, optimizer, lr_sch=None) -> None:
         self.optimizers.append(optimizer)
@@ -141,31 +142,48 @@ class GraphEngine:
 
     def _step(self, build: Callable, config: Any, *args):
         """What the graph traces: micro-batches of `build`, then the optimizer steps."""
+        from flow.amp import autocast
+        from flow.core import autograd
+
         params = self._params()
         saved_grads = [p.grad for p in params]
         for p in params:
             p.grad = None
+        dtype, scaler = getattr(config, "amp_dtype", None), self.grad_scaler
+        amp = autocast("cpu", dtype=dtype, enabled=dtype is not None)
+        if scaler is not None:
+            autograd.OUTPUT_HOOK[0] = scaler.scale  # loss.backward() differentiates loss * scale
         try:
-            n = config.gradient_accumulation_steps
-            if n == 1 and not self.stages:
-                out = build(*args)
-            else:
-                chunks = _micro_batches(args, n) if n > 1 else [args]
-                outs = []
-                for k, chunk in enumerate(chunks):
-                    with _phase("forward", k, self.stages):
-                        outs.append(build(*chunk))
-                with _phase("update", 0, self.stages):
-                    out = _merge_outputs(outs) if n > 1 else outs[0]
-                    for p in params:
-                        if p.grad is not None and n > 1:
-                            p.grad = p.grad / n
+            with amp:
+                out = self._forward_backward(build, config, params, args)
+            autograd.OUTPUT_HOOK[0] = None
             with _phase("update", 0, self.stages):
-                for opt in self.optimizers:
-                    opt.step()
+                if scaler is not None:
+                    scaler.graph_step(self.optimizers)
+                else:
+                    for opt in self.optimizers:
+                        opt.step()
         finally:
+            autograd.OUTPUT_HOOK[0] = None
             for p, g in zip(params, saved_grads):
                 p.grad = g
+        return out
+
+    def _forward_backward(self, build: Callable, config: Any, params: list, args: tuple):
+        """`build` on the whole batch, or on each micro-batch (gradient accumulation)."""
+        n = config.gradient_accumulation_steps
+        if n == 1 and not self.stages:
+            return build(*args)
+        chunks = _micro_batches(args, n) if n > 1 else [args]
+        outs = []
+        for k, chunk in enumerate(chunks):
+            with _phase("forward", k, self.stages):
+                outs.append(build(*chunk))
+        with _phase("update", 0, self.stages):
+            out = _merge_outputs(outs) if n > 1 else outs[0]
+            for p in params:
+                if p.grad is not None and n > 1:
+                    p.grad = p.grad / n
         return out
 
     def _new_state(self, trace) -> list[Tensor]:

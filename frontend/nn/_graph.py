@@ -40,6 +40,14 @@ class GraphConfig:
     def __init__(self):
         self.gradient_accumulation_steps = 1
         self.pipeline_schedule = "1f1b"
+        self.amp_dtype = None  # the flow.autocast dtype of build(), None: amp off
+
+    def enable_amp(self, mode: bool = True, *, dtype=None) -> None:
+        """Run `build` under `flow.autocast` (matmuls in `dtype`, default bfloat16 — on the
+        cpu float16 matmuls are slow and IREE has failed on some f16 steps here)."""
+        from flow.amp import autocast
+
+        self.amp_dtype = autocast("cpu", dtype=dtype or "bfloat16").dtype if mode else None
 
     def set_gradient_accumulation_steps(self, steps: int) -> None:
         """Split each batch into `steps` micro-batches along dim 0; one optimizer step per call."""
@@ -87,6 +95,17 @@ class Graph:
     def add_optimizer(self, optimizer, *, lr_sch=None) -> None:
         """Run `optimizer.step()` after `build` in every call (and `lr_sch.step()` after it)."""
         self._engine.add_optimizer(optimizer, lr_sch)
+
+    def set_grad_scaler(self, grad_scaler) -> None:
+        """Scale the loss before `backward()` and run the optimizers through `grad_scaler`
+        (a `flow.amp.GradScaler`): the step's inf/nan check, the skipped update and the new
+        scale are all part of the compiled step."""
+        from flow.amp import GradScaler
+
+        if not isinstance(grad_scaler, GradScaler):
+            raise TypeError(f"set_grad_scaler: expected a flow.amp.GradScaler, got "
+                            f"{type(grad_scaler).__name__}")  # fmt: skip
+        self._engine.grad_scaler = grad_scaler
 
     def debug(self, v_level: int = 0) -> None:
         """Print the flow IR of each step when it is compiled."""

@@ -1,0 +1,85 @@
+"""flow.autocast op dtypes (eager and jit), gradients to f32 params, eager GradScaler."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import flow
+
+
+def _ops(x, w):
+    y = flow.matmul(x, w)
+    return y, flow.softmax(y, dim=-1), flow.nn.functional.linear(x, w.T), flow.bmm(x[None], w[None])
+
+
+def test_autocast_dtypes_eager_and_jit():
+    x, w = flow.randn(4, 8), flow.randn(8, 3)
+    with flow.autocast("cpu", dtype=flow.bfloat16):
+        eager = _ops(x, w)
+        traced = flow.jit(_ops)(x, w)
+    for outs in (eager, traced):
+        assert [o.dtype for o in outs] == [flow.bfloat16, flow.float32, flow.bfloat16,
+                                           flow.bfloat16]  # fmt: skip
+    ref = x.numpy() @ w.numpy()
+    np.testing.assert_allclose(eager[0].float().numpy(), ref, rtol=3e-2, atol=5e-2)
+    np.testing.assert_allclose(traced[1].numpy(), eager[1].numpy(), rtol=5e-2, atol=2e-3)  # bf16
+    assert flow.matmul(x, w).dtype is flow.float32  # off again outside
+    with flow.autocast("cpu", dtype=flow.bfloat16), flow.autocast("cpu", enabled=False):
+        assert flow.matmul(x, w).dtype is flow.float32
+
+
+def test_autocast_gradients_reach_f32_params():
+    lin = flow.nn.Linear(8, 3)
+    x = flow.randn(5, 8)
+
+    @flow.autocast(device_type="cpu", dtype=flow.bfloat16)
+    def loss_of(x):
+        return flow.nn.functional.log_softmax(lin(x), dim=-1).sum()
+
+    loss_of(x).backward()
+    assert lin.weight.grad.dtype is flow.float32
+    xs, w, b = x.numpy(), lin.weight.numpy(), lin.bias.numpy()
+    z = xs @ w.T + b
+    p = np.exp(z - z.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    ref = ((1 - 3 * p).T @ xs)  # d/dz of sum(log_softmax) = 1 - 3 softmax
+    np.testing.assert_allclose(lin.weight.grad.numpy(), ref, rtol=5e-2, atol=5e-2)
+
+
+def test_autocast_bad_arguments():
+    with pytest.raises(ValueError, match="device_type 'cpu' or 'cuda'"):
+        flow.autocast("tpu")
+    with pytest.raises(ValueError, match="bfloat16 or flow.float16"):
+        flow.autocast("cpu", dtype=flow.float64)
+
+
+def test_grad_scaler_eager_skip_and_growth():
+    w = flow.nn.Parameter(flow.ones(3))
+    opt = flow.optim.SGD([w], lr=0.5)
+    scaler = flow.amp.GradScaler(init_scale=8.0, growth_interval=2)
+    scaler.scale((w * 2).sum()).backward()
+    np.testing.assert_allclose(w.grad.numpy(), 16.0)  # scaled gradient
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_allclose(w.numpy(), 0.0)  # 1 - 0.5 * 2 (unscaled)
+    assert scaler.get_scale() == 8.0
+    opt.zero_grad()
+    scaler.scale((w * float("inf")).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_allclose(w.numpy(), 0.0)  # skipped
+    assert scaler.get_scale() == 4.0
+    for _ in range(2):
+        opt.zero_grad()
+        scaler.scale(w.sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+    assert scaler.get_scale() == 8.0  # grown after growth_interval finite steps
+    sd = scaler.state_dict()
+    assert sd["scale"] == 8.0 and sd["_growth_tracker"] == 0
+    static = flow.amp.StaticGradScaler(4.0)
+    static.scale((w * float("nan")).sum()).backward()
+    static.step(opt)
+    static.update()
+    assert static.get_scale() == 4.0

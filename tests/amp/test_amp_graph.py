@@ -1,0 +1,95 @@
+"""nn.Graph with config.enable_amp and a GradScaler: the scaling runs inside the compiled step."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import flow
+import flow.nn as nn
+
+
+def _setup(seed=0):
+    flow.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(16, 12), nn.ReLU(), nn.Linear(12, 4))
+    opt = flow.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return model, opt
+
+
+def _graph(model, opt, *, amp, scaler=None):
+    loss_fn = nn.CrossEntropyLoss()
+
+    class G(nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.add_optimizer(opt)
+            if amp:
+                self.config.enable_amp(True)
+            if scaler is not None:
+                self.set_grad_scaler(scaler)
+
+        def build(self, x, y):
+            loss = loss_fn(self.model(x), y)
+            loss.backward()
+            return loss
+
+    return G()
+
+
+def _data(seed, scale=1.0):
+    rng = np.random.default_rng(seed)
+    x = flow.tensor((rng.standard_normal((8, 16)) * scale).astype(np.float32))
+    y = flow.tensor(rng.integers(0, 4, 8).astype(np.int64))
+    return x, y
+
+
+def test_amp_graph_tracks_f32_losses():
+    m32, o32 = _setup()
+    mlo, olo = _setup()
+    g32 = _graph(m32, o32, amp=False)
+    scaler = flow.amp.GradScaler(init_scale=2.0**12, growth_interval=1000)
+    glo = _graph(mlo, olo, amp=True, scaler=scaler)
+    for step in range(4):
+        x, y = _data(step)
+        l32, llo = float(g32(x, y).item()), float(glo(x, y).item())
+        assert abs(l32 - llo) < 3e-2 * max(1.0, abs(l32)), (step, l32, llo)
+    assert scaler.get_scale() == 2.0**12
+    for a, b in zip(m32.parameters(), mlo.parameters()):
+        assert b.dtype is flow.float32
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=3e-2)
+
+
+def test_amp_graph_skips_step_on_inf_like_eager():
+    model, opt = _setup()
+    scaler = flow.amp.GradScaler(init_scale=2.0**10, growth_interval=2)
+    g = _graph(model, opt, amp=True, scaler=scaler)
+    g(*_data(0))  # a finite step (compiles the program)
+    x, y = _data(1, scale=np.float32(np.inf))  # inf inputs -> non-finite grads
+    g(x, y)
+    assert scaler.get_scale() == 2.0**9  # halved, in the program
+    before = [p.numpy().copy() for p in model.parameters()]
+    state = [s["momentum_buffer"].numpy().copy() for s in opt.state.values()]
+    g(x, y)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.numpy(), b)  # the update was skipped
+    for s, b in zip(opt.state.values(), state):
+        np.testing.assert_array_equal(s["momentum_buffer"].numpy(), b)
+    assert scaler.get_scale() == 2.0**8
+
+    # the same steps on the eager GradScaler path give the same scale
+    m2, o2 = _setup()
+    s2 = flow.amp.GradScaler(init_scale=2.0**10, growth_interval=2)
+    loss_fn = nn.CrossEntropyLoss()
+    for seed, sc in ((0, 1.0), (1, np.float32(np.inf)), (1, np.float32(np.inf))):
+        x, y = _data(seed, sc)
+        with flow.autocast("cpu", dtype=flow.bfloat16):
+            loss = loss_fn(m2(x), y)
+        s2.scale(loss).backward()
+        s2.step(o2)
+        s2.update()
+        o2.zero_grad()
+    assert s2.get_scale() == scaler.get_scale()
+    # two finite steps in a row grow it again (growth_interval=2)
+    g(*_data(2))
+    g(*_data(3))
+    assert scaler.get_scale() == 2.0**9
