@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ._autocast import autocast, get_autocast_dtype, is_autocast_enabled
+from ._autocast import autocast, autocast_key, get_autocast_dtype, is_autocast_enabled
 from ._grad_scaler import GradScaler, StaticGradScaler
 
-__all__ = ["GradScaler", "StaticGradScaler", "autocast", "get_autocast_dtype",
+__all__ = ["GradScaler", "StaticGradScaler", "autocast", "autocast_key", "get_autocast_dtype",
            "is_autocast_enabled"]

@@ -40,7 +40,7 @@ def signature(leaves: list) -> tuple:
                     "hashable; pass tensors/arrays, or hashable static values"
                 ) from None
             sig.append(("S", type(x).__name__, x))
-    from flow.amp._autocast import autocast_key
+    from flow.amp import autocast_key
 
     return tuple(sig) + autocast_key()  # a trace under flow.autocast casts differently
 

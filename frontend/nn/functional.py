@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flow.amp._autocast import is_autocast_enabled
+from flow.amp import is_autocast_enabled
 from flow.core.tensor import Tensor
 from flow.ops import conv as _conv
 from flow.ops import interpolate as _interpolate
