@@ -181,12 +181,14 @@ class GradScaler:
             for p in params:
                 p.grad = p.grad * inv.to(p.grad.dtype)
             finite = _finite([p.grad for p in params])
-            before = {}  # parameters and the optimizer state they have before the step
+            # parameters and optimizer state before the step, as values of the trace (`v * 1`:
+            # a detached alias would be captured as a separate input, stale after a call)
+            before = {}
             for opt in optimizers:
                 for p in _params(opt):
                     for v in [p, *opt.state.get(p, {}).values()]:
                         if isinstance(v, Tensor):
-                            before[id(v)] = (v, v.detach() * 1)  # its traced value
+                            before[id(v)] = (v, v * 1)
             for opt in optimizers:
                 opt.step()
             for v, old in before.values():
