@@ -91,3 +91,63 @@ def test_amp_graph_skips_step_on_inf_like_eager():
         for a, b in zip(m2.parameters(), model.parameters()):
             np.testing.assert_allclose(b.numpy(), a.numpy(), atol=3e-2)
     assert scales == [2.0**10, 2.0**9, 2.0**8, 2.0**8, 2.0**9]
+
+
+def test_oneflow_amp_doc_example_runs_on_cpu():
+    """OneFlow's AMP tutorial (cookies/amp.md) with DEVICE = "cpu" and fewer steps."""
+    flow.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10)).to("cpu")
+    model.train()
+    loss_fn = nn.CrossEntropyLoss().to("cpu")
+    optimizer = flow.optim.SGD(model.parameters(), lr=1e-3)
+    start = [p.numpy().copy() for p in model.parameters()]
+
+    class CustomGraph(flow.nn.Graph):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+            self.loss_fn = loss_fn
+            self.add_optimizer(optimizer)
+            self.config.enable_amp(True)
+            grad_scaler = flow.amp.GradScaler(init_scale=2**12, growth_factor=2.0,
+                                              backoff_factor=0.5, growth_interval=1000)
+            self.set_grad_scaler(grad_scaler)
+            self.scaler = grad_scaler
+
+        def build(self, x, y):
+            y_pred = self.model(x)
+            loss = self.loss_fn(y_pred, y)
+            loss.backward()
+            return y_pred
+
+    graph_model = CustomGraph()
+    for _ in range(3):
+        x = flow.randn(128, 256).to("cpu")
+        y = flow.ones(128, dtype=flow.int64).to("cpu")
+        y_pred = graph_model(x, y)
+    assert y_pred.dtype is flow.bfloat16  # the last Linear ran in bf16
+    assert graph_model.scaler.get_scale() == 2.0**12  # finite steps, no growth yet
+    for p, s in zip(model.parameters(), start):
+        assert p.dtype is flow.float32 and not np.array_equal(p.numpy(), s)
+
+
+def test_float16_amp_program_on_portable_vulkan_is_refused():
+    """An f16 autocast program for a Vulkan architecture without 16-bit storage is refused
+    with the dtypes it supports, before IREE compiles it."""
+    from flow.lowering import run_pipeline, to_iree_text
+    from flow.targets import UnsupportedError, compile_mlir
+
+    @flow.autocast("cpu", dtype=flow.float16)
+    def f(a, b):
+        return flow.matmul(a, b).sum()
+
+    a, b = np.ones((4, 8), np.float32), np.ones((8, 3), np.float32)
+    lowered = flow.jit(f).lower(a, b)
+    text = to_iree_text(run_pipeline(lowered.module.clone(), "flow-to-iree-input"))
+    try:
+        compile_mlir(text, "vulkan", use_cache=False)
+    except UnsupportedError as err:
+        assert "float16 (no 16-bit storage" in str(err)
+        assert "Dtypes it supports: float32, int32, int64, bfloat16" in str(err)
+    else:
+        raise AssertionError("float16 compiled for the portable Vulkan architecture")
