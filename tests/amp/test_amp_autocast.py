@@ -99,3 +99,14 @@ def test_autocast_conv_and_f32_ops():
     assert [t.dtype for t in (ce, ln, lsm, m)] == [flow.float32] * 4
     ref = flow.nn.functional.conv2d(x, w, b, padding=1).numpy()
     np.testing.assert_allclose(y.float().numpy(), ref, rtol=5e-2, atol=1e-1)
+
+
+def test_jit_program_depends_on_autocast_state():
+    f = flow.jit(lambda a, b: flow.matmul(a, b))
+    a, b = flow.randn(3, 4), flow.randn(4, 2)
+    assert f(a, b).dtype is flow.float32
+    with flow.autocast("cpu", dtype=flow.bfloat16):
+        assert f(a, b).dtype is flow.bfloat16
+    with flow.autocast("cpu", dtype=flow.float16):
+        assert f(a, b).dtype is flow.float16
+    assert f(a, b).dtype is flow.float32

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import flow
 import flow.nn as nn
@@ -151,3 +152,35 @@ def test_float16_amp_program_on_portable_vulkan_is_refused():
         assert "Dtypes it supports: float32, int32, int64, bfloat16" in str(err)
     else:
         raise AssertionError("float16 compiled for the portable Vulkan architecture")
+
+
+@pytest.mark.parametrize("dtype,adam", [(flow.bfloat16, True), (flow.float16, False)])
+def test_amp_graph_skip_keeps_optimizer_state(dtype, adam):
+    """Adam's moments and step count, too, are unchanged by a skipped compiled step; f16
+    activations (f32 parameters) compile and run on the cpu as well."""
+    model, _ = _setup()
+    opt = (flow.optim.Adam(model.parameters(), lr=1e-2) if adam
+           else flow.optim.SGD(model.parameters(), lr=0.1))  # fmt: skip
+    scaler = flow.amp.GradScaler(init_scale=2.0**8)
+    g = _graph(model, opt, amp=False, scaler=scaler)
+    g.config.enable_amp(True, dtype=dtype)
+    first = float(g(*_data(0)).item())
+    assert np.isfinite(first)
+    def state_of():
+        return {(i, k): v.numpy().copy() for i, s in enumerate(opt.state.values())
+                for k, v in s.items()}  # fmt: skip
+
+    state = state_of()
+    params = [p.numpy().copy() for p in model.parameters()]
+    assert not np.isfinite(float(g(*_data(1, np.float32(np.inf))).item()))
+    assert scaler.get_scale() == 2.0**7
+    for p, b in zip(model.parameters(), params):
+        np.testing.assert_array_equal(p.numpy(), b)
+    after = state_of()
+    assert after.keys() == state.keys() and (len(state) == 12 if adam else True)
+    for k, v in after.items():
+        np.testing.assert_array_equal(v, state[k])
+    if adam:
+        assert [float(s["step"].item()) for s in opt.state.values()] == [1.0] * 4
+    g(*_data(2))
+    assert not np.array_equal(next(iter(model.parameters())).numpy(), params[0])
