@@ -110,3 +110,58 @@ def test_jit_program_depends_on_autocast_state():
     with flow.autocast("cpu", dtype=flow.float16):
         assert f(a, b).dtype is flow.float16
     assert f(a, b).dtype is flow.float32
+
+
+def test_grad_scaler_matches_torch_where_installed():
+    """Scale sequence and parameters over finite / inf / nan steps vs torch's GradScaler."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w0 = rng.standard_normal(5).astype(np.float32)
+    mults = [1.0, float("inf"), 2.0, 1.0, float("nan"), 3.0, 1.0, 1.0]
+    w = flow.nn.Parameter(flow.tensor(w0))
+    opt = flow.optim.SGD([w], lr=0.1, momentum=0.9)
+    scaler = flow.amp.GradScaler(init_scale=16.0, growth_factor=4.0, backoff_factor=0.25,
+                                 growth_interval=2)  # fmt: skip
+    tw = torch.nn.Parameter(torch.tensor(w0))
+    topt = torch.optim.SGD([tw], lr=0.1, momentum=0.9)
+    tscaler = torch.amp.GradScaler("cpu", init_scale=16.0, growth_factor=4.0,
+                                   backoff_factor=0.25, growth_interval=2)  # fmt: skip
+    for m in mults:
+        opt.zero_grad()
+        scaler.scale((w * w * m).sum()).backward()
+        scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+        topt.zero_grad()
+        tscaler.scale((tw * tw * m).sum()).backward()
+        tscaler.unscale_(topt)
+        tscaler.step(topt)
+        tscaler.update()
+        assert scaler.get_scale() == tscaler.get_scale()
+        np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert scaler.state_dict()["_growth_tracker"] == tscaler.state_dict()["_growth_tracker"]
+
+
+def test_grad_scaler_bad_input():
+    with pytest.raises(ValueError, match="backoff_factor < 1"):
+        flow.amp.GradScaler(backoff_factor=2.0)
+    with pytest.raises(ValueError, match="growth_interval >= 1"):
+        flow.amp.GradScaler(growth_interval=0)
+    w = flow.nn.Parameter(flow.ones(2))
+    opt = flow.optim.SGD([w], lr=0.1)
+    scaler = flow.amp.GradScaler()
+    scaler.scale(w.sum()).backward()
+    scaler.unscale_(opt)
+    with pytest.raises(RuntimeError, match="already called on this optimizer"):
+        scaler.unscale_(opt)
+    with pytest.raises(TypeError, match="expected a tensor or a list/tuple"):
+        scaler.scale(3.0)
+
+    class G(flow.nn.Graph):
+        def build(self, x):
+            return x
+
+    with pytest.raises(TypeError, match="expected a flow.amp.GradScaler, got float"):
+        G().set_grad_scaler(2.0)
+    off = flow.amp.GradScaler(enabled=False)
+    assert off.get_scale() == 1.0 and off.state_dict() == {}
