@@ -62,7 +62,8 @@ class GraphEngine:
                  find_stages: Callable[[], list]):  # fmt: skip
         """Run one step on `args`, tracing and compiling it first for a new call key."""
         self._lift_learning_rates()
-        leaves, key, compiled = self.programs.lookup(args, target)
+        with _amp(config):  # the key tells steps traced with and without enable_amp apart
+            leaves, key, compiled = self.programs.lookup(args, target)
         if compiled is None:
             return self._first_call(key, args, leaves, build, config, find_stages)
         out = compiled.call_flat(leaves)
@@ -142,19 +143,17 @@ class GraphEngine:
 
     def _step(self, build: Callable, config: Any, *args):
         """What the graph traces: micro-batches of `build`, then the optimizer steps."""
-        from flow.amp import autocast
         from flow.core import autograd
 
         params = self._params()
         saved_grads = [p.grad for p in params]
         for p in params:
             p.grad = None
-        dtype, scaler = getattr(config, "amp_dtype", None), self.grad_scaler
-        amp = autocast("cpu", dtype=dtype, enabled=dtype is not None)
+        scaler = self.grad_scaler
         if scaler is not None:
             autograd.OUTPUT_HOOK[0] = scaler.scale  # loss.backward() differentiates loss * scale
         try:
-            with amp:
+            with _amp(config):
                 out = self._forward_backward(build, config, params, args)
             autograd.OUTPUT_HOOK[0] = None
             with _phase("update", 0, self.stages):
@@ -240,6 +239,14 @@ class GraphEngine:
     def _stateful(self) -> list[tuple[str, Any]]:
         return ([(f"_optimizer_{i}", opt) for i, opt in enumerate(self.optimizers)]
                 + [(f"_lr_scheduler_{i}", s) for i, s in enumerate(self.schedulers)])  # fmt: skip
+
+
+def _amp(config: Any):
+    """`flow.autocast` in the graph's amp dtype (`config.enable_amp`), a no-op without it."""
+    from flow.amp import autocast
+
+    dtype = getattr(config, "amp_dtype", None)
+    return autocast("cpu", dtype=dtype, enabled=dtype is not None)
 
 
 def _phase(phase: str, micro_batch: int, stages: list):

@@ -184,3 +184,14 @@ def test_amp_graph_skip_keeps_optimizer_state(dtype, adam):
         assert [float(s["step"].item()) for s in opt.state.values()] == [1.0] * 4
     g(*_data(2))
     assert not np.array_equal(next(iter(model.parameters())).numpy(), params[0])
+
+
+def test_enable_amp_after_a_call_traces_a_new_step():
+    model, opt = _setup()
+    g = _graph(model, opt, amp=False)
+    x, y = _data(0)
+    g(x, y)
+    assert "bf16" not in g.ir()
+    g.config.enable_amp(True)
+    g(x, y)
+    assert "bf16" in g.ir()
