@@ -43,8 +43,9 @@ class GraphConfig:
         self.amp_dtype = None  # the flow.autocast dtype of build(), None: amp off
 
     def enable_amp(self, mode: bool = True, *, dtype=None) -> None:
-        """Run `build` under `flow.autocast` (matmuls in `dtype`, default bfloat16 — on the
-        cpu float16 matmuls are slow and IREE has failed on some f16 steps here)."""
+        """Run `build` under `flow.autocast` (matmul/linear/conv in `dtype`; parameters stay
+        float32). The default is bfloat16, which CPUs compute natively; OneFlow's default,
+        float16, is `dtype=flow.float16`. `mode=False` turns amp off again."""
         from flow.amp import autocast
 
         self.amp_dtype = autocast("cpu", dtype=dtype or "bfloat16").dtype if mode else None
