@@ -51,6 +51,7 @@ class GraphEngine:
         self.stages: list = []  # placements of the pipeline stages of the last trace
         self.debug = False  # print each step's flow IR when it is compiled
         self.step_count = 0  # calls run (training steps, in a graph with optimizers)
+        self.grad_scaler = None  # a flow.amp.GradScaler run inside the step (set_grad_scaler)
 
     def add_optimizer(self, optimizer, lr_sch=None) -> None:
         self.optimizers.append(optimizer)
@@ -61,7 +62,8 @@ class GraphEngine:
                  find_stages: Callable[[], list]):  # fmt: skip
         """Run one step on `args`, tracing and compiling it first for a new call key."""
         self._lift_learning_rates()
-        leaves, key, compiled = self.programs.lookup(args, target)
+        with _amp(config):  # the key tells steps traced with and without enable_amp apart
+            leaves, key, compiled = self.programs.lookup(args, target)
         if compiled is None:
             return self._first_call(key, args, leaves, build, config, find_stages)
         out = compiled.call_flat(leaves)
@@ -141,32 +143,47 @@ class GraphEngine:
 
     def _step(self, build: Callable, config: Any, *args):
         """What the graph traces: micro-batches of `build`, then the optimizer steps."""
+        from flow.core import autograd
+
         params = self._params()
         saved_grads = [p.grad for p in params]
         for p in params:
             p.grad = None
+        scaler = self.grad_scaler
+        if scaler is not None:
+            autograd.OUTPUT_HOOK[0] = scaler.scale  # loss.backward() differentiates loss * scale
         try:
-            n = config.gradient_accumulation_steps
-            if n == 1 and not self.stages:
-                out = build(*args)
-            else:
-                chunks = _micro_batches(args, n) if n > 1 else [args]
-                outs = []
-                for k, chunk in enumerate(chunks):
-                    with _phase("forward", k, self.stages):
-                        outs.append(build(*chunk))
-                with _phase("update", 0, self.stages):
-                    out = _merge_outputs(outs) if n > 1 else outs[0]
-                    for p in params:
-                        if p.grad is not None and n > 1:
-                            p.grad = p.grad / n
+            with _amp(config):
+                out = self._forward_backward(build, config, params, args)
+            autograd.OUTPUT_HOOK[0] = None
             with _phase("update", 0, self.stages):
                 run = getattr(config, "optimizer_step", None)  # ZeRO's sharded update
-                for opt in self.optimizers:
-                    run(opt) if run is not None else opt.step()
+                if scaler is not None:
+                    scaler.graph_step(self.optimizers, run)
+                else:
+                    for opt in self.optimizers:
+                        run(opt) if run is not None else opt.step()
         finally:
+            autograd.OUTPUT_HOOK[0] = None
             for p, g in zip(params, saved_grads):
                 p.grad = g
+        return out
+
+    def _forward_backward(self, build: Callable, config: Any, params: list, args: tuple):
+        """`build` on the whole batch, or on each micro-batch (gradient accumulation)."""
+        n = config.gradient_accumulation_steps
+        if n == 1 and not self.stages:
+            return build(*args)
+        chunks = _micro_batches(args, n) if n > 1 else [args]
+        outs = []
+        for k, chunk in enumerate(chunks):
+            with _phase("forward", k, self.stages):
+                outs.append(build(*chunk))
+        with _phase("update", 0, self.stages):
+            out = _merge_outputs(outs) if n > 1 else outs[0]
+            for p in params:
+                if p.grad is not None and n > 1:
+                    p.grad = p.grad / n
         return out
 
     def _new_state(self, trace) -> list[Tensor]:
@@ -223,6 +240,14 @@ class GraphEngine:
     def _stateful(self) -> list[tuple[str, Any]]:
         return ([(f"_optimizer_{i}", opt) for i, opt in enumerate(self.optimizers)]
                 + [(f"_lr_scheduler_{i}", s) for i, s in enumerate(self.schedulers)])  # fmt: skip
+
+
+def _amp(config: Any):
+    """`flow.autocast` in the graph's amp dtype (`config.enable_amp`), a no-op without it."""
+    from flow.amp import autocast
+
+    dtype = getattr(config, "amp_dtype", None)
+    return autocast("cpu", dtype=dtype, enabled=dtype is not None)
 
 
 def _phase(phase: str, micro_batch: int, stages: list):

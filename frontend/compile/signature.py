@@ -40,7 +40,9 @@ def signature(leaves: list) -> tuple:
                     "hashable; pass tensors/arrays, or hashable static values"
                 ) from None
             sig.append(("S", type(x).__name__, x))
-    return tuple(sig)
+    from flow.amp import autocast_key
+
+    return tuple(sig) + autocast_key()  # a trace under flow.autocast casts differently
 
 
 def describe(sig: tuple) -> str:

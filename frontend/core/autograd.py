@@ -517,10 +517,17 @@ def _initial_cts(outputs: Sequence, grad_outputs) -> list:
     return cts
 
 
+# `hook(output) -> output` applied to what `backward` differentiates (None: none); nn.Graph's
+# grad scaler multiplies the loss by the loss scale with it.
+OUTPUT_HOOK: list[Callable | None] = [None]
+
+
 def backward(tensors, grad_tensors=None, retain_graph: bool | None = None,
              create_graph: bool = False) -> None:  # fmt: skip
     """Accumulate d(tensors)/d(leaf) into every leaf's `.grad` (like torch.autograd.backward)."""
     outputs = list(tensors) if isinstance(tensors, (list, tuple)) else [tensors]
+    if OUTPUT_HOOK[0] is not None:
+        outputs = [OUTPUT_HOOK[0](o) for o in outputs]
     if grad_tensors is not None and not isinstance(grad_tensors, (list, tuple)):
         grad_tensors = [grad_tensors]
     with _backward_phase():

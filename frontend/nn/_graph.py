@@ -42,6 +42,7 @@ class GraphConfig:
         self.pipeline_schedule = "1f1b"
         self.zero: dict | None = None  # enable_zero's settings while on
         self._zero_plan = None  # what ZeRO shards (_zero.ZeroPlan), made at the first call
+        self.amp_dtype = None  # the flow.autocast dtype of build(), None: amp off
 
     def enable_zero(self, mode: bool = True, *, stage: int = 2, shard_min_size: int = 1024,
                     shard_restore_level: int = 1) -> None:
@@ -61,6 +62,14 @@ class GraphConfig:
             self._zero_plan.optimizer_step(opt)
         else:
             opt.step()
+
+    def enable_amp(self, mode: bool = True, *, dtype=None) -> None:
+        """Run `build` under `flow.autocast` (matmul/linear/conv in `dtype`; parameters stay
+        float32). The default is bfloat16, which CPUs compute natively; OneFlow's default,
+        float16, is `dtype=flow.float16`. `mode=False` turns amp off again."""
+        from flow.amp import autocast
+
+        self.amp_dtype = autocast("cpu", dtype=dtype or "bfloat16").dtype if mode else None
 
     def set_gradient_accumulation_steps(self, steps: int) -> None:
         """Split each batch into `steps` micro-batches along dim 0; one optimizer step per call."""
@@ -108,6 +117,17 @@ class Graph:
     def add_optimizer(self, optimizer, *, lr_sch=None) -> None:
         """Run `optimizer.step()` after `build` in every call (and `lr_sch.step()` after it)."""
         self._engine.add_optimizer(optimizer, lr_sch)
+
+    def set_grad_scaler(self, grad_scaler) -> None:
+        """Scale the loss before `backward()` and run the optimizers through `grad_scaler`
+        (a `flow.amp.GradScaler`): the step's inf/nan check, the skipped update and the new
+        scale are all part of the compiled step."""
+        from flow.amp import GradScaler
+
+        if not isinstance(grad_scaler, GradScaler):
+            raise TypeError(f"set_grad_scaler: expected a flow.amp.GradScaler, got "
+                            f"{type(grad_scaler).__name__}")  # fmt: skip
+        self._engine.grad_scaler = grad_scaler
 
     def debug(self, v_level: int = 0) -> None:
         """Print the flow IR of each step when it is compiled."""

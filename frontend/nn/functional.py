@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from flow.amp import is_autocast_enabled
 from flow.core.tensor import Tensor
 from flow.ops import conv as _conv
 from flow.ops import interpolate as _interpolate
@@ -23,6 +24,8 @@ from ._norms import *  # noqa: F403
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """`input @ weight.T + bias`, with `weight` of shape (out_features, in_features)."""
     out = matmul(input, t(weight))
+    if bias is not None and bias.dtype is not out.dtype and is_autocast_enabled():
+        bias = bias.to(out.dtype)  # under flow.autocast the output stays in its low dtype
     return out if bias is None else out + bias
 
 

@@ -76,7 +76,7 @@ def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, group
         if b.dtype is not x.dtype:
             raise op_error(op, f"expected bias of dtype {x.dtype!r}, got {b.dtype!r}",
                            cls=TypeError)  # fmt: skip
-        out = out + reshape(b, 1, c_out, *(1,) * n)
+        out = out + reshape(b, 1, c_out, *(1,) * n).to(out.dtype)  # flow.autocast: low dtype
     return reshape(out, *out.shape[1:]) if unbatched else out
 
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from flow import dialect as fd
 
 __all__ = ["PRIMITIVES", "Primitive", "bind", "mode_names", "primitive", "register_mode",
-           "remove_mode"]
+           "remove_mode", "set_args_hook"]
 
 
 @dataclass(eq=False)
@@ -104,9 +104,21 @@ def mode_names() -> tuple[str, ...]:
     return tuple(_MODE_NAMES)
 
 
+# `hook(prim, args) -> args` rewrites a primitive's operands before any mode sees them
+# (`flow.autocast` casts them); None when no hook is set.
+_ARGS_HOOK: list[Callable[[Primitive, tuple], tuple] | None] = [None]
+
+
+def set_args_hook(hook: Callable[[Primitive, tuple], tuple] | None) -> None:
+    """Let `hook` rewrite every primitive's operands before `bind` runs it (None: stop)."""
+    _ARGS_HOOK[0] = hook
+
+
 def bind(prim: Primitive, *args, **params):
     """Apply a primitive to Tensors in the current mode (emit IR when tracing, run the numpy
     kernel eagerly, record it under flow.lazy, ...)."""
+    if _ARGS_HOOK[0] is not None:
+        args = _ARGS_HOOK[0](prim, args)
     trace = current_trace()
     for applies, process in _MODES:
         if applies(prim, args, trace):
