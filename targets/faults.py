@@ -31,8 +31,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-TIMEOUT_ENV = "FLOW_COLLECTIVE_TIMEOUT"
-DEFAULT_TIMEOUT = 300.0
+from .mpi import DEFAULT_TIMEOUT, TIMEOUT_ENV, collective_timeout, world
+
 RUN_DIR_ENV = "FLOW_RUN_DIR"
 BOARD_FILE = "ranks.board"
 POLL_S = 0.2
@@ -44,16 +44,6 @@ _ENDED, _END_STATUS, _END_TIME = 9, 10, 11
 _TABLE, _TABLE_SIZE = 12, 16  # (group key, collectives entered) pairs
 SLOT_WORDS = _TABLE + 2 * _TABLE_SIZE
 HOW = {0: "the end of its script", 1: "sys.exit", 2: "interpreter exit"}
-
-
-def collective_timeout() -> float:
-    """Seconds a collective may wait for its peers (0: no bound)."""
-    raw = os.environ.get(TIMEOUT_ENV, "")
-    try:
-        value = float(raw) if raw else DEFAULT_TIMEOUT
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
-    return max(value, 0.0)
 
 
 def _crc(text: str) -> int:
@@ -497,8 +487,6 @@ def _fatal(message: str, short: str) -> None:
     aborting(1, short)
     print(message, file=sys.stderr, flush=True)
     time.sleep(0.1)  # let mpiexec forward the message before it stops every rank
-    from flow.targets.mpi import world
-
     world().Abort(1)
 
 

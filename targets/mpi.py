@@ -21,6 +21,20 @@ from typing import Any
 
 from . import rendezvous
 
+TIMEOUT_ENV = "FLOW_COLLECTIVE_TIMEOUT"
+DEFAULT_TIMEOUT = 300.0
+
+
+def collective_timeout() -> float:
+    """Seconds a collective, or the forming of a world, may wait for its peers (0: no
+    bound); the faults watchdog and the launcher-variable world share this bound."""
+    raw = os.environ.get(TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else DEFAULT_TIMEOUT
+    except ValueError:
+        raise ValueError(f"{TIMEOUT_ENV}={raw!r}: expected a number of seconds") from None
+    return max(value, 0.0)
+
 __all__ = [
     "IREE_MPI_VARS", "LAUNCHER_VARS", "LauncherNotFoundError", "env_world", "find_mpiexec", "mpi",
     "mpi_launched", "prepare_iree_for_mpi", "world",
@@ -95,8 +109,6 @@ def mpi() -> Any:
                 "install them with: pip install mpi4py mpich"
             ) from None
         if spec is not None:
-            from .faults import collective_timeout
-
             rendezvous.start_process_manager(find_mpiexec(), collective_timeout())
         from mpi4py import MPI
 
@@ -117,8 +129,6 @@ def world() -> Any:
         if spec is None:
             _WORLD = MPI.COMM_WORLD
         else:
-            from .faults import collective_timeout
-
             _WORLD = rendezvous.form_world(MPI, spec, collective_timeout())
     return _WORLD
 

@@ -63,7 +63,8 @@ def _iree_input(name: str) -> str:
 PORTABLE_REFUSES = {
     "bool arguments and results": {
         "eq", "ge", "gt", "isfinite", "isinf", "isnan", "le", "logical_and", "logical_not",
-        "logical_or", "logical_xor", "lt", "masked_fill", "ne", "where"},
+        "logical_or", "logical_xor", "lt", "masked_fill", "ne", "scaled_dot_product_attention",
+        "where"},
     "int8": {"all", "any"},
     "int64 division and remainder": {"normal", "randint", "randint_like", "randn", "randn_like"},
 }  # fmt: skip
@@ -112,6 +113,7 @@ F64_REFUSED = {
     "mish",
     "pow",
     "randn_like",
+    "scaled_dot_product_attention",
     "selu",
     "sigmoid",
     "silu",
