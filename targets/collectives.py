@@ -28,7 +28,6 @@ first and then hides the launcher variables IREE looks for.
 
 from __future__ import annotations
 
-from . import faults
 from .array_collectives import (
     GROUP_LABEL,
     Pending,
@@ -46,7 +45,8 @@ from .comm_abi import MODULE_NAME, WORLD, declare, import_name, imported_collect
 from .comm_module import COLLECTIVES, Collective, create_module, wait_sends
 from .groups import group_ranks, program_groups, register_group, register_mesh
 from .mpi import LAUNCHER_VARS as _LAUNCHER_VARS  # noqa: F401 (read by a launcher test)
-from .mpi import mpi, mpi_launched, prepare_iree_for_mpi
+from .mpi import DEFAULT_TIMEOUT, TIMEOUT_ENV, collective_timeout, mpi, mpi_launched
+from .mpi import prepare_iree_for_mpi
 
 __all__ = [
     "COLLECTIVES", "DEFAULT_TIMEOUT", "GROUP_LABEL", "MODULE_NAME", "TIMEOUT_ENV", "WORLD",
@@ -56,6 +56,3 @@ __all__ = [
     "recv", "reduce_scatter", "register_group", "register_mesh", "send", "wait_sends",
 ]  # fmt: skip
 
-TIMEOUT_ENV = faults.TIMEOUT_ENV
-DEFAULT_TIMEOUT = faults.DEFAULT_TIMEOUT
-collective_timeout = faults.collective_timeout

@@ -31,8 +31,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .mpi import DEFAULT_TIMEOUT, TIMEOUT_ENV, collective_timeout, world
-
 RUN_DIR_ENV = "FLOW_RUN_DIR"
 BOARD_FILE = "ranks.board"
 POLL_S = 0.2
@@ -363,8 +361,16 @@ class watch:
 # The watchdog.
 
 
+def _mpi():
+    """flow.targets.mpi, which owns the wait bound and the world (imported on first use: the
+    supervisor below runs this file as a script, with nothing of flow importable)."""
+    from flow.targets import mpi
+
+    return mpi
+
+
 def _start_watchdog() -> None:
-    collective_timeout()  # a malformed value fails in the caller, not in the thread
+    _mpi().collective_timeout()  # a malformed value fails in the caller, not in the thread
     with _state.lock:
         if _state.thread is None:
             _state.thread = threading.Thread(
@@ -380,9 +386,9 @@ def _watch_loop() -> None:
         if call is None:
             continue
         try:
-            timeout = collective_timeout()
+            timeout = _mpi().collective_timeout()
         except ValueError:
-            timeout = DEFAULT_TIMEOUT
+            timeout = _mpi().DEFAULT_TIMEOUT
         gone = _gone_members(call)
         waited = time.monotonic() - call.start
         if gone:
@@ -478,7 +484,7 @@ def _timeout_message(call: Call, waited: float) -> str:
     return (
         f"flow: rank {_state.rank} waited {waited:.0f} s in {_head(call)}; {detail}. The "
         f"ranks' programs disagree on their collectives, or a peer is stuck. Aborting every "
-        f"rank; {TIMEOUT_ENV} sets this bound in seconds."
+        f"rank; {_mpi().TIMEOUT_ENV} sets this bound in seconds."
     )
 
 
@@ -487,7 +493,7 @@ def _fatal(message: str, short: str) -> None:
     aborting(1, short)
     print(message, file=sys.stderr, flush=True)
     time.sleep(0.1)  # let mpiexec forward the message before it stops every rank
-    world().Abort(1)
+    _mpi().world().Abort(1)
 
 
 # ---------------------------------------------------------------------------------------------
