@@ -64,8 +64,10 @@ class TrainGraph(nn.Graph):
 
 
 class EvalGraph(nn.Graph):
+    """Predicted classes; the batch dim is dynamic, so one program serves the last batch."""
+
     def __init__(self, model):
-        super().__init__()
+        super().__init__(dynamic={"images": 0})
         self.model = model
 
     def build(self, images):
@@ -89,12 +91,9 @@ def evaluate(model, predict, images, labels, batch_size: int) -> float:
     correct = 0
     with flow.no_grad():
         for start in range(0, len(labels), batch_size):
-            x = images[start : start + batch_size]
-            n = len(x)
-            if predict is not None and n < batch_size:  # one compiled shape: pad the last batch
-                x = np.concatenate([x, np.zeros((batch_size - n, *x.shape[1:]), x.dtype)])
-            pred = (predict(x) if predict is not None else model(flow.tensor(x)).argmax(1)).numpy()
-            correct += int((pred[:n] == labels[start : start + n]).sum())
+            x = flow.tensor(images[start : start + batch_size])
+            pred = (predict(x) if predict is not None else model(x).argmax(1)).numpy()
+            correct += int((pred == labels[start : start + batch_size]).sum())
     model.train()
     return correct / len(labels)
 

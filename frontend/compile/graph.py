@@ -42,11 +42,13 @@ class GraphEngine:
     which returns the placements of its pipeline stages in order ([] without stages) and
     runs whenever a step is traced."""
 
-    def __init__(self, name: str, *, sync_compile: bool | None = None):
+    def __init__(self, name: str, *, sync_compile: bool | None = None, dynamic=None,
+                 build: Callable | None = None):  # fmt: skip
         self.name = name
         self.optimizers: list = []
         self.schedulers: list = []
-        self.programs = ProgramCache(name, sync_compile=sync_compile)  # the steps, by call key
+        # the steps, by call key (`build` names the arguments `dynamic` marks)
+        self.programs = ProgramCache(name, sync_compile=sync_compile, dynamic=dynamic, fn=build)
         self.last_lowered: Lowered | None = None
         self.stages: list = []  # placements of the pipeline stages of the last trace
         self.debug = False  # print each step's flow IR when it is compiled
@@ -87,8 +89,9 @@ class GraphEngine:
             if self.debug:
                 print(lowered.as_text())
             device_target = self.programs.device_target(key, lowered, leaves)
+            retrace = lambda a: self.lower(a, build, config, find_stages)  # noqa: E731
             compiled = self.programs.compile(key, lowered, leaves, device_target,
-                                             store=not lowered.born)  # fmt: skip
+                                             store=not lowered.born, retrace=retrace)  # fmt: skip
             self.last_lowered = lowered
             out = compiled.call_flat(leaves)
         except BaseException:
@@ -127,7 +130,8 @@ class GraphEngine:
         if self.debug:
             print(lowered.as_text())
         self.last_lowered = lowered
-        self.programs.compile(key, lowered, leaves, device_target)
+        self.programs.compile(key, lowered, leaves, device_target,
+                              retrace=lambda a: self.lower(a, build, config, find_stages))
 
     def _params(self) -> list[Tensor]:
         return [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]

@@ -26,6 +26,7 @@ from flow.core.trace import Trace
 from flow.ops.basic import tensor as _to_tensor
 
 from . import tiers
+from .dynamic import Family, family_key, marked_dims
 from .signature import describe, is_array, signature
 from .stages import Lowered, Program
 
@@ -46,11 +47,20 @@ class ProgramCache:
     program without tracing. `what` names the function in errors; `sync_compile` is the
     function's setting for compiling before the first call (compile/tiers.py)."""
 
-    def __init__(self, what: str, *, sync_compile: bool | None = None):
+    def __init__(self, what: str, *, sync_compile: bool | None = None, dynamic=None,
+                 fn: Callable | None = None):  # fmt: skip
+        """`dynamic`: the function's `dynamic=` option (compile/dynamic.py): None makes a
+        dim dynamic at its second size, False never; marked dims are dynamic at once, and
+        `fn` (the staged function) names the arguments they are marked by."""
+        from .dynamic import parse_dynamic
+
         self.what = what
         self.sync_compile = sync_compile  # None: FLOW_SYNC_COMPILE decides (compile/tiers.py)
+        self.dynamic = parse_dynamic(dynamic, what)
+        self._fn = fn
         self._programs: dict[tuple, Program] = {}
         self._grad_reached: dict[tuple, list] = {}  # key -> Lowered.grad_reached
+        self._families: dict[tuple, Family] = {}  # by family_key: calls differing in sizes
 
     def lookup(self, args: tuple, target: str | None) -> tuple[list, tuple, Program | None]:
         """The flattened `args`, their key and the program compiled for it (None if none)."""
@@ -66,13 +76,26 @@ class ProgramCache:
         return _device.program_target(key[1], [*leaves, *lowered.captured], self.what)
 
     def compile(self, key: tuple, lowered: Lowered, leaves: list, target: str | None = None,
-                *, store: bool = True) -> Program:  # fmt: skip
+                *, store: bool = True, retrace: Callable | None = None) -> Program:  # fmt: skip
         """Make `lowered` runnable for `target` (default: `device_target`), kept as `key`'s
         program unless `store` is false (a program that runs once). Unless compiles are
-        synchronous it runs interpreted until its background compile is done (tiers.py)."""
-        program = tiers.program(lowered, target or self.device_target(key, lowered, leaves),
-                                sync=tiers.sync_compile(self.sync_compile), once=not store,
-                                forget=lambda: self._programs.pop(key, None))  # fmt: skip
+        synchronous it runs interpreted until its background compile is done (tiers.py).
+        A size of a family with a dynamic program runs that (compile/dynamic.py);
+        `retrace(args)` traces the function again, for a companion size of marked dims."""
+        target = target or self.device_target(key, lowered, leaves)
+        sync = tiers.sync_compile(self.sync_compile)
+        forget = lambda: self._programs.pop(key, None)  # noqa: E731
+        program = None
+        if store and self.dynamic is not False and not lowered.is_global:
+            family = self._families.setdefault(family_key(key), Family(self.what))
+            names = _arg_names(self._fn, tuple(unflatten(lowered.in_tree, leaves)), bases=True) \
+                if self._fn is not None else [""] * len(leaves)  # fmt: skip
+            marked = marked_dims(self.dynamic, names, leaves, self.what)
+            program = family.program(lowered, lowered.execution_target(target), sync=sync,
+                                     marked=marked, leaves=leaves, retrace=retrace,
+                                     forget=forget)  # fmt: skip
+        if program is None:
+            program = tiers.program(lowered, target, sync=sync, once=not store, forget=forget)
         if store:
             self._programs[key] = program
             if lowered.grad_reached:
@@ -86,8 +109,9 @@ class ProgramCache:
         return len(self._programs)
 
 
-def _arg_names(fn: Callable, args: tuple) -> list[str]:
-    """A readable name per flattened argument leaf (`x`, `params_0`, ...) for the IR."""
+def _arg_names(fn: Callable, args: tuple, *, bases: bool = False) -> list[str]:
+    """A readable name per flattened argument leaf (`x`, `params_0`, ...) for the IR;
+    `bases`: the name of its argument (`params`)."""
     try:
         names = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
@@ -96,7 +120,7 @@ def _arg_names(fn: Callable, args: tuple) -> list[str]:
     for i, a in enumerate(args):
         base = names[i] if i < len(names) and names[i].isidentifier() else f"arg{i}"
         n = len(flatten(a)[0])
-        out += [base] if n == 1 else [f"{base}_{j}" for j in range(n)]
+        out += [base] * n if bases or n == 1 else [f"{base}_{j}" for j in range(n)]
     return out
 
 

@@ -40,7 +40,7 @@ from flow.core import device as _device
 from .interpret import Interpreter, NotInterpretable
 from .stages import Compiled, Lowered, Program
 
-__all__ = ["Interpreted", "Tiered", "program", "sync_compile"]
+__all__ = ["Interpreted", "Tiered", "program", "submit", "sync_compile"]
 
 
 def sync_compile(option: bool | None = None) -> bool:
@@ -92,16 +92,23 @@ class Tiered(Interpreted):
     collective: every rank calls it."""
 
     def __init__(self, lowered: Lowered, target, interpreter: Interpreter,
-                 forget: Callable[[], None] | None):  # fmt: skip
+                 forget: Callable[[], None] | None, *, job: _Job | None = None,
+                 fallback: Callable[[], _Job] | None = None):  # fmt: skip
+        """`job`: a compile already under way that makes this program's module (a dynamic
+        program shared by several sizes, compile/dynamic.py), else one is started;
+        `fallback()` starts another compile when `job` fails, instead of raising."""
         super().__init__(lowered, target.name, interpreter)
         self.interpreted_calls = 0
         self.compiled: Compiled | None = None
         self._forget = forget
+        self._fallback = fallback
         self._failed_ranks: list[int] = []  # of a global program: ranks whose compile failed
-        if lowered.is_global:
-            self._job = _submit(lambda: lowered.build_for_rank(target, in_child=True))
+        if job is not None:
+            self._job = job
+        elif lowered.is_global:
+            self._job = submit(lambda: lowered.build_for_rank(target, in_child=True))
         else:
-            self._job = _submit(lambda: (lowered.build_vmfb(target, in_child=True), None))
+            self._job = submit(lambda: (lowered.build_vmfb(target, in_child=True), None))
 
     @property
     def tier(self) -> str:
@@ -116,7 +123,7 @@ class Tiered(Interpreted):
 
     def wait(self) -> Compiled:
         """Block until the background compile is done and switch to it (raises its error)."""
-        if self.compiled is None:
+        while self.compiled is None:
             self._job.done.wait()
             self._ready()
             self._switch()
@@ -137,6 +144,9 @@ class Tiered(Interpreted):
 
     def _switch(self) -> None:
         err = self._job.error
+        if err is not None and self._fallback is not None:  # compile the fallback instead
+            self._job, self._fallback = self._fallback(), None
+            return
         failed = self._failed_ranks
         if err is None and failed:  # another rank's compile failed: every rank raises
             ranks = ", ".join(map(str, failed))
@@ -170,7 +180,7 @@ _worker: threading.Thread | None = None
 _worker_lock = threading.Lock()
 
 
-def _submit(work: Callable[[], tuple[bytes, list | None]]) -> _Job:
+def submit(work: Callable[[], tuple[bytes, list | None]]) -> _Job:
     """Queue `work` for the one background compile thread (compiles run one at a time: on a
     machine of few cores, two would slow each other and the interpreted steps)."""
     global _worker

@@ -95,18 +95,24 @@ class GraphConfig:
 class Graph:
     """Base class of compiled training / inference steps (see the module docstring)."""
 
-    def __init__(self, *, target: str | None = None, sync_compile: bool | None = None):
+    def __init__(self, *, target: str | None = None, sync_compile: bool | None = None,
+                 dynamic=None):  # fmt: skip
         """`target`: where the step runs; by default the device of its tensors (inputs and
         parameters, see `flow.device`), the cpu when they have none (`self.target` is None).
         The device is decided once per input signature, when that step is first compiled.
         `sync_compile=True` compiles a new step before it runs; by default
         (`FLOW_SYNC_COMPILE` unset) it runs at once on the eager kernels while IREE compiles
-        in the background, and a later call switches to the compiled step."""
+        in the background, and a later call switches to the compiled step.
+        `dynamic`, as for `flow.jit`: by default a dim whose size changes between calls (a
+        last partial batch) becomes dynamic at its second size, so one program serves every
+        size; False compiles one step per shape; dims named here (`dynamic=0`, or by the
+        names of `build`'s arguments) are dynamic from the first call."""
         from flow.targets import get_target
 
         self.config = GraphConfig()
         self.target = get_target(target).name if target else None
-        self._engine = GraphEngine(type(self).__name__, sync_compile=sync_compile)
+        self._engine = GraphEngine(type(self).__name__, sync_compile=sync_compile,
+                                   dynamic=dynamic, build=self.build)  # fmt: skip
         self._compiled = self._engine.programs  # the compiled steps, by call key
         self._io = None  # the inputs and outputs of the graph and its modules, once traced
 
