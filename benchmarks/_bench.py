@@ -101,13 +101,14 @@ def goals_table(goals: list[Goal]) -> None:
         print(f"{g.case:14} {g.what:52} {g.ratio:7.2f} {g.target:7.2f}  {'yes' if g.met else 'NO'}")
 
 
-def train_step(model, optimizer, loss_fn, *, target: str | None = None):
-    """An `nn.Graph` training step: `loss_fn(model(x), y)`, its backward and the update."""
+def train_step(model, optimizer, loss_fn, *, target: str | None = None, **options):
+    """An `nn.Graph` training step: `loss_fn(model(x), y)`, its backward and the update
+    (`options`: more of nn.Graph's, such as `sync_compile` or `dynamic`)."""
     import flow.nn as nn
 
     class TrainStep(nn.Graph):
         def __init__(self):
-            super().__init__(target=target)
+            super().__init__(target=target, **options)
             self.model = model
             self.add_optimizer(optimizer)
 

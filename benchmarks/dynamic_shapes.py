@@ -25,7 +25,7 @@ import tempfile
 import time
 
 import numpy as np
-from _bench import Goal, goals_table, interleaved, machine, optional
+from _bench import Goal, goals_table, interleaved, machine, optional, train_step
 
 SIZES = (64, 64, 48, 64, 32, 17, 64, 9)
 LR, MOMENTUM = 0.1, 0.9
@@ -51,20 +51,7 @@ def _flow_graph(dynamic, sync: bool):
     flow.manual_seed(0)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
     opt = flow.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-    loss_fn = nn.CrossEntropyLoss()
-
-    class TrainStep(nn.Graph):
-        def __init__(self):
-            super().__init__(sync_compile=sync, dynamic=dynamic)
-            self.model = model
-            self.add_optimizer(opt)
-
-        def build(self, xb, yb):
-            loss = loss_fn(self.model(xb), yb)
-            loss.backward()
-            return loss
-
-    return TrainStep()
+    return train_step(model, opt, nn.CrossEntropyLoss(), sync_compile=sync, dynamic=dynamic)
 
 
 def bench_flow(dynamic, sync: bool) -> tuple[float, int]:
@@ -166,13 +153,13 @@ def run(quick: bool = False) -> list[Goal]:
     if not quick:
         rows["torch.compile"] = (bench_torch(), None)
     base = rows["flow (sync compile)"][0]
-    print(f"{'':36} {'total s':>8} {'programs':>9} {'vs flow':>8}")
+    print(f"{'':36} {'total s':>8} {'programs':>9} {'/ flow sync':>11}")
     for label, (seconds, modules) in rows.items():
         if seconds is None:
             print(f"{label:36} {'n/a':>8}")
             continue
         print(f"{label:36} {seconds:8.2f} {modules if modules is not None else '':>9} "
-              f"{seconds / base:8.2f}")  # fmt: skip
+              f"{seconds / base:11.2f}")  # fmt: skip
     static_ms, dynamic_ms = steady(rounds=3 if quick else 7)
     print(f"steady step at batch 64: static {static_ms:.2f} ms, dynamic {dynamic_ms:.2f} ms "
           f"({static_ms / dynamic_ms:.2f}x)")  # fmt: skip
