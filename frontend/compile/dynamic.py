@@ -24,6 +24,7 @@ cache under its own IREE input, so a later process finds it after tracing two si
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -180,7 +181,7 @@ class Family:
         from . import progress
 
         with progress.status(f"compiling {self.what} with dynamic dims for {target.name}") \
-                if not in_child else _quiet():  # fmt: skip
+                if not in_child else contextlib.nullcontext():  # fmt: skip
             return compile_mlir(self._iree_text(), target, in_child=in_child)
 
     def _cached(self, target) -> bytes | None:
@@ -242,14 +243,6 @@ class Family:
             return tiers.submit(lambda: (lowered.build_vmfb(target, in_child=True), None))
 
         return static
-
-
-class _quiet:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _companions(lowered: Lowered, leaves: list, marked: dict, retrace: Callable,
