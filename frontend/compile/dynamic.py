@@ -138,12 +138,12 @@ class Family:
         target) when the family's dynamic program serves it, else None (compile it static)."""
         if self.refused is not None or target.name not in TARGETS:
             return None
+        if self.dynamic is None and self.first is None and not (marked and retrace is not None):
+            self.first = lowered  # static: a second size makes the family dynamic
+            return None
         from flow.lowering.dynamic_dims import NotDynamic, generalize
 
         if self.dynamic is None:
-            if self.first is None and not (marked and retrace is not None):
-                self.first = lowered  # static: a second size makes the family dynamic
-                return None
             try:
                 if self.first is None:
                     pair = _companions(lowered, leaves, marked, retrace, self.what)
