@@ -15,7 +15,9 @@ dynamic program only if its own lowered program is the dynamic one at its sizes
 branches on a size, or a size the program depends on otherwise than linearly, never gets a
 wrong answer from the dynamic program. Two traces that are not one program at two sizes
 leave the family static (a marked one warns, naming why), as does a dynamic program IREE
-cannot compile. Global programs, and targets other than the cpu, stay static.
+cannot compile. Global programs stay static: a rank's shard size is not linear in the global
+size its program also uses (a mean's divisor). So do cuda and rocm, where no dynamic program
+has run yet.
 
 The dynamic program compiles like any other (compile/tiers.py): in the background while the
 calls of its sizes run interpreted, or first with `sync_compile`; it is kept in the compile
@@ -42,8 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Family", "family_key", "marked_dims", "parse_dynamic"]
 
-# What a dynamic program may run on: IREE's cpu codegen takes dynamic dims throughout.
-TARGETS = ("cpu",)
+# The targets a dynamic program runs on: IREE's cpu and SPIR-V codegen take dynamic dims
+# throughout (vulkan checked on lavapipe, tests/frontend/test_dynamic.py).
+TARGETS = ("cpu", "vulkan")
 
 
 def parse_dynamic(option, what: str):
