@@ -199,6 +199,7 @@ def _compile_uncached(source: str, target: Target, flags: list[str]) -> bytes:
 # The compiles running in child processes, stopped at interpreter exit: nobody waits for them.
 _CHILDREN: set[subprocess.Popen] = set()
 _CHILDREN_LOCK = threading.Lock()
+_stopped = False  # set at exit: no child starts after it
 _DIAGNOSTIC_START = re.compile(r"^\S+:\d+:\d+: (error|warning|note|remark):")
 
 
@@ -209,9 +210,13 @@ def _compile_in_child(source: str, target: Target, flags: list[str]) -> bytes:
         src, out = os.path.join(tmp, _BUFFER_NAME), os.path.join(tmp, "out.vmfb")
         with open(src, "w", encoding="utf-8") as f:
             f.write(source)
-        proc = subprocess.Popen([_iree_compile(), _BUFFER_NAME, *flags, "-o", out], cwd=tmp,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
         with _CHILDREN_LOCK:
+            if _stopped:
+                raise CompileError("not compiled: the interpreter is exiting", target=target.name,
+                                   flags=tuple(flags), stage="api")  # fmt: skip
+            proc = subprocess.Popen([_iree_compile(), _BUFFER_NAME, *flags, "-o", out],
+                                    cwd=tmp, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)  # fmt: skip
             _CHILDREN.add(proc)
         try:
             _, err = proc.communicate()
@@ -253,8 +258,11 @@ def _iree_compile() -> str:
 
 
 @atexit.register
-def _stop_children() -> None:
+def stop_children() -> None:
+    """Kill the compiles running in child processes, and start no more (at exit)."""
+    global _stopped
     with _CHILDREN_LOCK:
+        _stopped = True
         for proc in _CHILDREN:
             proc.kill()
 

@@ -311,3 +311,50 @@ def test_tiered_script_on_two_ranks(tmp_path: Path) -> None:
     found = sorted(re.findall(r"rank (\d): (interpreted compiled True)", run.stdout))
     assert found == [("0", "interpreted compiled True"), ("1", "interpreted compiled True")], (
         run.stdout)
+
+
+# A step compiled first (its parameters then live in IREE buffers), then a second graph on
+# the same model whose background compile is still running at exit: the compile thread holds
+# that program, and through it the device-resident parameters, so exit must stop it before
+# the runtime shuts down.
+_COMPILING_AT_EXIT = """
+import numpy as np
+import flow
+import flow.nn as nn
+
+flow.manual_seed(0)
+MODEL = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))
+OPT = flow.optim.SGD(MODEL.parameters(), lr=0.1)
+X = flow.tensor(np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32))
+
+class Train(nn.Graph):
+    def __init__(self):
+        super().__init__(sync_compile=True)
+        self.model = MODEL
+        self.add_optimizer(OPT)
+
+    def build(self, x):
+        loss = self.model(x).square().mean()
+        loss.backward()
+        return loss
+
+class Eval(nn.Graph):
+    def __init__(self):
+        super().__init__(sync_compile=False)
+        self.model = MODEL
+
+    def build(self, x):
+        return self.model(x).sum()
+
+Train()(X)
+EVAL = Eval()
+GOT = float(EVAL(X))
+print("eval", abs(GOT - float(MODEL(X).sum())) < 1e-4, EVAL._engine.programs and
+      next(iter(EVAL._engine.programs.values())).tier)
+"""
+
+
+def test_exit_while_a_background_compile_holds_device_state(tmp_path: Path) -> None:
+    run = _run(tmp_path, "compiling_at_exit", _COMPILING_AT_EXIT, env=_tiered_env(tmp_path))
+    _check_clean(run)
+    assert run.stdout.splitlines() == ["eval True interpreted"], run.stdout

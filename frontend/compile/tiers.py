@@ -7,7 +7,8 @@ compiles it in the background; later calls switch to the compiled program once i
 `program` picks the tier of a newly traced program: a module in the compile cache is loaded
 at once; otherwise the program is interpreted (compile/interpret.py: the eager kernels, so
 eager numerics) and one background thread lowers it and runs `iree-compile` as a child
-process (which the interpreter's exit stops; nobody waits for it). The first call after
+process (at interpreter exit the queue is dropped and a running compile killed, and the
+thread is waited for, so that nothing it holds outlives IREE's runtime). The first call after
 the compile is done loads the module and runs compiled from then on. Parameters, optimizer
 state and random-key counters live in the caller's tensors, which both tiers read and write
 the same way (`Program.call_flat`), so they carry over exactly. A failed background compile
@@ -30,8 +31,10 @@ that calls a program, must be the same on every rank, as for any global program.
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
+import sys
 import threading
 from collections.abc import Callable
 
@@ -180,6 +183,9 @@ _worker: threading.Thread | None = None
 _worker_lock = threading.Lock()
 
 
+_closing = False  # set at exit: queued compiles are dropped
+
+
 def submit(work: Callable[[], tuple[bytes, list | None]]) -> _Job:
     """Queue `work` for the one background compile thread (compiles run one at a time: on a
     machine of few cores, two would slow each other and the interpreted steps)."""
@@ -190,12 +196,35 @@ def submit(work: Callable[[], tuple[bytes, list | None]]) -> _Job:
         if _worker is None:
             _worker = threading.Thread(target=_run_jobs, name="flow-compile", daemon=True)
             _worker.start()
+            atexit.register(_stop_worker)
     return job
 
 
+def _stop_worker() -> None:
+    """At exit: drop the queued compiles, kill the running one's `iree-compile` and wait
+    (boundedly) for the thread to let go of its program. A frame left running at
+    finalization would keep the program's captured tensors, which may hold IREE device
+    buffers, past the runtime's shutdown: IREE's bindings then report them leaked."""
+    global _closing
+    _closing = True
+    compiler = sys.modules.get("flow.targets.compiler")
+    if compiler is not None:
+        compiler.stop_children()
+    if _worker is not None:
+        _jobs.put(_Job(lambda: (b"", None)))  # wakes a worker waiting for a job
+        _worker.join(timeout=_EXIT_WAIT_S)
+
+
+_EXIT_WAIT_S = 10.0  # the lowering of a large program, which does not stop when asked
+
+
 def _run_jobs() -> None:
-    while True:
+    while not _closing:
         job = _jobs.get()
+        if _closing:
+            job.error = RuntimeError("not compiled: the interpreter is exiting")
+            job.done.set()
+            break
         try:
             job.result = job.work()
         except BaseException as err:  # noqa: BLE001  (raised at the program's next call)
