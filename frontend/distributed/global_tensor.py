@@ -21,6 +21,7 @@ import numpy as np
 from flow.core.autograd import record
 from flow.core.errors import user_location
 from flow.core.tensor import Tensor
+from flow.core.trace import current_trace
 from flow.dialect.semantics import Sbp
 from flow.distributed import env
 from flow.distributed.boxing import (
@@ -115,6 +116,13 @@ def _to_global(t: Tensor, placement_: placement | None, sbp_: Any) -> Tensor:
     global (boxing, and a placement change when it differs)."""
     if t._trace is not None:
         return _traced_to_global(t, placement_, sbp_)
+    if is_global(t) and (trace := current_trace()) is not None:
+        # a global tensor the traced function captures (a parameter): its boxing is part of
+        # the program, which reads the tensor's value at each call (boxed eagerly here, the
+        # value at trace time would be baked into every later call)
+        lifted = t._lifted_into(trace)
+        lifted._dist = t._dist
+        return _traced_to_global(lifted, placement_, sbp_)
     if is_global(t):
         info = global_info(t)
         pl = placement_ if placement_ is not None else info.placement

@@ -34,9 +34,6 @@ def check_zero_args(mode, stage, shard_min_size, shard_restore_level) -> None:
         raise TypeError(f"enable_zero: mode must be True or False, got {mode!r}")
     if isinstance(stage, bool) or stage not in STAGES:
         raise ValueError(f"enable_zero: stage must be 1, 2 or 3, got {stage!r}")
-    if stage == 3 and mode:  # its steps after the first do not equal data parallel yet
-        raise NotImplementedError("enable_zero: stage 3 (parameters S(0) between steps) is not "
-                                  "supported yet; use stage=1 or stage=2")  # fmt: skip
     if isinstance(shard_min_size, bool) or not isinstance(shard_min_size, int) \
             or shard_min_size < 1:  # fmt: skip
         raise ValueError(f"enable_zero: shard_min_size must be an int >= 1, "

@@ -83,6 +83,21 @@ def apply(xb):
 
 close(apply(glob(X, S(0))).numpy(), np.maximum(X @ W, 0), "captured B parameter")
 
+# a captured S(0) tensor boxed to B inside the program: the boxing is traced, so each call
+# reads the tensor's value at that call (ZeRO stage 3 gathers its parameters this way)
+Ws = glob(W, S(0))
+
+
+@flow.jit
+def gathered(xb):
+    return flow.matmul(xb, Ws.to_global(sbp=B))
+
+
+for i, scale in enumerate((1.0, 3.0)):
+    with flow.no_grad():
+        Ws.copy_(glob(W * scale, S(0)))
+    close(gathered(glob(X, S(0))).numpy(), X @ (W * scale), f"call {i}: captured S(0) boxed")
+
 
 # ----------------------------------------------------------------- data-parallel nn.Graph SGD step
 def mlp() -> flow.nn.Module:

@@ -41,11 +41,6 @@ def test_bad_arguments_name_what_is_expected(kw, match):
         Step(nn.Linear(3, 2), **kw)
 
 
-def test_stage_3_is_refused_clearly():
-    with pytest.raises(NotImplementedError, match="stage 3 .* not supported yet; use stage=1"):
-        Step(nn.Linear(3, 2), stage=3)
-
-
 def test_mode_must_be_a_bool():
     g = Step(nn.Linear(3, 2))
     with pytest.raises(TypeError, match="mode must be True or False"):
