@@ -2,9 +2,11 @@
 
     python examples/train_gpt.py                              # one process
     python examples/train_gpt.py --amp                        # bfloat16 autocast
+    python examples/train_gpt.py --checkpointing              # recompute blocks in backward
     flow-run -n 2 examples/train_gpt.py --parallel dp         # data parallel
     flow-run -n 2 examples/train_gpt.py --parallel tp         # tensor parallel (Megatron)
     flow-run -n 2 examples/train_gpt.py --parallel zero       # data parallel + ZeRO stage 2
+    flow-run -n 2 examples/train_gpt.py --parallel zero --zero-stage 3   # parameters split too
     flow-run -n 4 examples/train_gpt.py --parallel dp-tp      # 2 x 2: data x tensor parallel
     python examples/train_gpt.py --until 300 --save ckpt      # stop at step 300 of 600 ...
     python examples/train_gpt.py --resume ckpt                # ... and go on from there
@@ -23,7 +25,8 @@ How the work is spread is only SBP:
   the activations' layouts and the collectives between them (`FLOW_COMM_PLAN=1` prints
   each rank's).
 - `zero` is `dp` with `config.enable_zero(stage=2)`: the optimizer state is split and the
-  gradients are reduce-scattered.
+  gradients are reduce-scattered (`--zero-stage 3`: the parameters are split too, and
+  gathered where the step uses them; `1`: the state only).
 - `dp-tp` does both on a 2-D placement.
 All of them compute the single-process step. With the same `--seed`, their losses match the
 one-process run step by step, up to float rounding. Step `i`'s batch depends only on the seed
@@ -213,7 +216,10 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--clip", type=float, default=1.0)
+    parser.add_argument("--zero-stage", type=int, choices=[1, 2, 3], default=2)
     parser.add_argument("--amp", action="store_true", help="bfloat16 autocast in the step")
+    parser.add_argument("--checkpointing", action="store_true",
+                        help="recompute each block's forward in the backward pass")  # fmt: skip
     parser.add_argument("--log-every", type=int, default=100)
     parser.add_argument("--eval-batches", type=int, default=8)
     parser.add_argument("--sample", type=int, default=200, help="bytes to generate (0: none)")
@@ -243,9 +249,12 @@ def main() -> None:
                                                  warmup_iters=args.warmup)  # fmt: skip
     step = TrainStep(model, optimizer, scheduler, args.clip)
     if args.parallel == "zero":
-        step.config.enable_zero(True, stage=2)
+        step.config.enable_zero(True, stage=args.zero_stage)
     if args.amp:
         step.config.enable_amp(True)
+    if args.checkpointing:  # OneFlow's spelling: keep only each block's input
+        for block in model.blocks:
+            block.to(nn.graph.GraphModule).activation_checkpointing = True
     evaluate = EvalStep(model)
 
     first = 0
