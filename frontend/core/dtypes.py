@@ -55,6 +55,50 @@ class dtype:  # noqa: N801  (named like torch.dtype / oneflow.dtype)
         return (as_dtype, (self.name,))
 
 
+def astype(x: np.ndarray, dt: dtype) -> np.ndarray:
+    """`x` converted to `dt`'s numpy dtype, as compiled code converts: to bfloat16 from
+    float64 and from integers wider than 16 bits with one rounding (to nearest, ties to
+    even). ml_dtypes before 0.7 rounds those through float32, so twice."""
+    x = np.asarray(x)
+    if dt is not bfloat16 or x.dtype.kind not in "fiu" or x.dtype.itemsize < 4 or (
+            x.dtype.kind == "f" and x.dtype.itemsize == 4):  # fmt: skip
+        return x.astype(dt.np_dtype)
+    wide = _f64_to_odd(x) if x.dtype.kind in "iu" and x.dtype.itemsize == 8 else x
+    with np.errstate(over="ignore"):
+        return _f32_to_odd(wide.astype(np.float64)).astype(dt.np_dtype)
+
+
+def _odd(rounded: np.ndarray, err: np.ndarray, bits: str) -> np.ndarray:
+    """Round-to-odd from a round-to-nearest result and the sign of its error (exact - it):
+    where inexact, the one of `rounded` and its neighbour toward the exact value whose last
+    significand bit is 1. Rounding to odd first, then to nearest with at least two fewer
+    bits, rounds as once to nearest."""
+    u = rounded.view(bits).copy()
+    inexact = err != 0
+    toward = np.nextafter(rounded, np.where(err > 0, np.inf, -np.inf).astype(rounded.dtype))
+    toward = toward.view(bits)
+    u[inexact & (u % 2 == 0)] = toward[inexact & (u % 2 == 0)]
+    return u.view(rounded.dtype)
+
+
+def _f32_to_odd(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = x.astype(np.float32)
+        err = np.where(np.isnan(x) | (x == y), 0.0, np.sign(x - y.astype(np.float64)))
+    return _odd(y, err, "u4")  # (an overflow to inf has the error toward the largest float)
+
+
+def _f64_to_odd(x: np.ndarray) -> np.ndarray:
+    """64-bit integers to float64, rounded to odd: `x = hi * 2**32 + lo` exactly, both parts
+    exact in float64, and the sum's rounding error is exact (two-sum)."""
+    hi = (x >> 32).astype(np.float64) * 2.0**32
+    lo = (x & 0xFFFFFFFF).astype(np.float64)
+    s = hi + lo
+    b = s - hi
+    err = (hi - (s - b)) + (lo - b)
+    return _odd(s, err, "u8")
+
+
 bool_ = dtype("bool", "i1", 0)
 int8 = dtype("int8", "i8", 1)
 int32 = dtype("int32", "i32", 1)

@@ -44,7 +44,7 @@ def _tensor_from(data, dtype) -> Tensor:
         dt = _dtypes.DEFAULT_INT
     else:
         dt = _dtypes.as_dtype(arr.dtype)
-    return Tensor._eager(np.array(arr, dtype=dt.np_dtype, order="C"))
+    return Tensor._eager(np.ascontiguousarray(_dtypes.astype(arr, dt)))
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:

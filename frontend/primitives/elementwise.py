@@ -197,7 +197,7 @@ def cast(x, *, dtype):
         return x != 0
     if dtype.kind == 1 and x.dtype.kind == "f":
         return np.trunc(x).astype(dtype.np_dtype)
-    return x.astype(dtype.np_dtype)
+    return _dtypes.astype(x, dtype)
 
 
 def _cast_vjp(ct, x, out, *, dtype):

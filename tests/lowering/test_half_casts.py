@@ -13,7 +13,9 @@ them, numpy does not.
 
 from __future__ import annotations
 
+import math
 import platform
+from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
@@ -102,13 +104,50 @@ def _module():
     return to_iree_text(m)
 
 
+def _bf16_exact(values: np.ndarray) -> np.ndarray:
+    """bfloat16 values of `values` rounded once, to nearest with ties to even, in exact
+    rational arithmetic (as float32: exact), independently of ml_dtypes (whose versions
+    before 0.7 round float64 and wide integers through float32, twice)."""
+    out = []
+    top = (2 - Fraction(1, 2**7)) * Fraction(2) ** 127  # the largest bfloat16
+    for x in values.tolist():
+        if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+            out.append(x)  # (NaN sources are floats: their bf16 bits come from the f32 path)
+            continue
+        f = Fraction(x)
+        a = abs(f)
+        if a == 0:
+            out.append(math.copysign(0.0, x) if isinstance(x, float) else 0.0)
+            continue
+        e = max(a.numerator.bit_length() - a.denominator.bit_length(), -125)
+        while Fraction(2) ** e > a and e > -126:
+            e -= 1
+        while Fraction(2) ** (e + 1) <= a:
+            e += 1
+        ulp = Fraction(2) ** (max(e, -126) - 7)
+        q, r = divmod(a, ulp)
+        if 2 * r > ulp or (2 * r == ulp and q % 2 == 1):
+            q += 1
+        m = q * ulp
+        val = math.inf if m > top else float(m)
+        out.append(-val if f < 0 else val)
+    return np.array(out, np.float32)
+
+
 def _expected():
     """(name, source values, expected result, which lanes to compare) for each result."""
     out = []
     with np.errstate(all="ignore"):
         for t, v in SOURCES:
             for h in (BF, np.float16):
-                out.append((f"{t} -> {np.dtype(h)}", v, v.astype(h).astype(np.float32), None))
+                if h is BF and v.dtype.kind == "f":  # NaN payloads: as float32 -> bf16 keeps them
+                    want = np.where(np.isnan(v), v.astype(np.float32).astype(BF)
+                                    .astype(np.float32), _bf16_exact(v))  # fmt: skip
+                elif h is BF:
+                    want = _bf16_exact(v)
+                else:
+                    want = v.astype(h).astype(np.float32)
+                out.append((f"{t} -> {np.dtype(h)}", v, want, None))
         for name, v, other in (("bf16", V_BF, np.float16), ("f16", V_F16, BF)):
             f = v.astype(np.float32)
             for d in TO:
@@ -249,3 +288,16 @@ def test_vulkan_is_bit_exact(text):
         pytest.skip(f"this Vulkan device's architecture lacks a dtype of the test: {err}")
     _check(_run(vmfb, target), f"vulkan ({arch_of_flags(target.device_flags)})",
            f16_nan_payloads=False)  # fmt: skip
+
+
+def test_eager_casts_to_bf16_round_once():
+    """Eager `.to(flow.bfloat16)` and `flow.tensor(..., dtype=flow.bfloat16)` round as the
+    compiled casts do (once, to nearest even), from every source, whichever ml_dtypes."""
+    for t, v in SOURCES:
+        keep = ~np.isnan(v) if v.dtype.kind == "f" else np.ones(v.shape, bool)
+        want = _bf16_exact(v[keep]).view(np.uint32)
+        for how, got in (("cast", flow.tensor(v).to(flow.bfloat16)),
+                         ("tensor", flow.tensor(v, dtype=flow.bfloat16))):  # fmt: skip
+            got = got.float().numpy()[keep].view(np.uint32)
+            bad = np.flatnonzero(got != want)
+            assert not bad.size, f"{t} -> bf16 ({how}): {v[keep][bad[:3]]} gave {got[bad[:3]]:}"
