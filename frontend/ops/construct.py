@@ -44,7 +44,7 @@ def _tensor_from(data, dtype) -> Tensor:
         dt = _dtypes.DEFAULT_INT
     else:
         dt = _dtypes.as_dtype(arr.dtype)
-    return Tensor._eager(np.ascontiguousarray(_dtypes.astype(arr, dt)))
+    return Tensor._eager(np.asarray(_dtypes.astype(arr, dt), order="C"))
 
 
 def from_numpy(arr: np.ndarray) -> Tensor:
