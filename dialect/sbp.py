@@ -11,7 +11,10 @@ ops that must be computed replicated say so there.
 
 Signatures for an N-d placement are products of the per-axis ones (mesh axis
 0 splits first, axis 1 splits the pieces, ...); every per-axis rule is valid
-whatever the other axes do, so all products are.
+whatever the other axes do, so all products are. The rules that hold only for
+even splits (a reshape merging a split dim with the dims after it) are offered
+where the placement's mesh divides that dim by all its ranks, so they too hold
+whichever axes split it.
 
 The boxing table (`BOXING_TABLE`, read through `boxing_rule` / `boxing_steps`)
 says, once, how one mesh axis turns one SBP entry into another: which
@@ -82,12 +85,14 @@ class Signature:
         return Signature(tuple(nd(i) for i in inputs), tuple(nd(o) for o in outputs))
 
 
-def signatures(op: Operation, ndim: int = 1) -> list[Signature]:
-    """The valid signatures of `op` for a placement with `ndim` mesh axes, in preference order.
+def signatures(op: Operation, ndim: int = 1,
+               mesh_shape: Sequence[int] | None = None) -> list[Signature]:  # fmt: skip
+    """The valid signatures of `op` for a placement with `ndim` mesh axes, in preference order
+    (with its `mesh_shape`, also those valid only for splits that are even there).
 
     Raises `NoSbpRuleError` for an op without an entry in the rule table.
     """
-    per_axis = axis_rules(op)
+    per_axis = axis_rules(op, tuple(mesh_shape) if mesh_shape is not None else None)
     out = []
     for combo in product(per_axis, repeat=ndim):
         inputs = tuple(tuple(c[0][i] for c in combo) for i in range(len(op.operands)))
@@ -109,7 +114,7 @@ def current_signature(op: Operation) -> Signature | None:
     nd = [d.sbp.sbps for d in dists]
     n = len(op.operands)
     sig = Signature(tuple(nd[:n]), tuple(nd[n:]))
-    return sig if sig in signatures(op, sig.ndim) else None
+    return sig if sig in signatures(op, sig.ndim, dists[0].placement.mesh_shape) else None
 
 
 # --------------------------------------------------------------------------- the boxing table
@@ -311,7 +316,7 @@ def choose(
     ndim = len(mesh_shape)
     best: tuple[float, int, int] | None = None
     chosen = None
-    for i, sig in enumerate(signatures(op, ndim)):
+    for i, sig in enumerate(signatures(op, ndim, mesh_shape)):
         cost, boxings = 0.0, 0
         for o, have, want in zip(op.operands, current, sig.inputs):
             if have != want:

@@ -115,6 +115,29 @@ def _reshape(op: st.ReshapeOp) -> list[AxisRule]:
     return rules + [((B,), (B,)), ((P,), (P,))]
 
 
+def _reshape_even(op: st.ReshapeOp) -> list[tuple[AxisRule, int]]:
+    """Splits that survive a reshape when the split is even: the leading dim of dims merged
+    into one ((b, t) -> (b*t)), or the dim split into dims whose leading one is split
+    ((b*t) -> (b, t)). With `src[d]` (merging) or `dst[e]` (splitting) a multiple of the
+    ranks, every rank's block of rows is a block of the other shape's rows too. Each rule
+    comes with that dim's size, which must be a multiple of the ranks splitting it."""
+    src, dst = _shape(op.operand), _shape(op.result)
+    out: list[tuple[AxisRule, int]] = []
+    for d in range(len(src)):
+        for e in range(len(dst)):
+            if prod(src[:d]) != prod(dst[:e]) or src[d] == dst[e]:
+                continue
+            merged = next((j for j in range(d + 2, len(src) + 1)
+                           if prod(src[d:j]) == dst[e]), None)  # fmt: skip
+            split = next((j for j in range(e + 2, len(dst) + 1)
+                          if prod(dst[e:j]) == src[d]), None)  # fmt: skip
+            if merged is not None:
+                out.append((((S(d),), (S(e),)), src[d]))
+            elif split is not None:
+                out.append((((S(d),), (S(e),)), dst[e]))
+    return out
+
+
 def _broadcast(op: st.BroadcastInDimOp) -> list[AxisRule]:
     src, dst = _shape(op.operand), _shape(op.result)
     dims = list(op.broadcast_dimensions.get_values())
@@ -231,12 +254,27 @@ class NoSbpRuleError(LookupError):
         super().__init__(f"'{op_name}' op {self.detail}")
 
 
-def axis_rules(op: Operation) -> list[AxisRule]:
-    """The per-axis signatures of `op`, in preference order (`NoSbpRuleError` without any)."""
+EVEN_RULES: dict[type[Operation], Callable[[Operation], list[tuple[AxisRule, int]]]] = {
+    st.ReshapeOp: _reshape_even,
+}
+"""Per-axis signatures valid only when a dim splits evenly: each rule with the size that
+must be a multiple of the number of ranks (`axis_rules` with the mesh's shape)."""
+
+
+def axis_rules(op: Operation, mesh_shape: tuple[int, ...] | None = None) -> list[AxisRule]:
+    """The per-axis signatures of `op`, in preference order (`NoSbpRuleError` without any).
+    With the placement's `mesh_shape`, also those of `EVEN_RULES` whose dim every axis
+    together splits evenly (a multiple of all the ranks: valid whichever axes split it)."""
     rule = RULES.get(type(op))
     if rule is None:
         raise NoSbpRuleError(op.name)
-    return rule(op)
+    rules = rule(op)
+    even = EVEN_RULES.get(type(op))
+    if even is not None and mesh_shape is not None:
+        ranks = prod(mesh_shape)
+        extra = [r for r, size in even(op) if size % ranks == 0 and r not in rules]
+        rules = rules[:-2] + extra + rules[-2:] if extra else rules  # before B and P
+    return rules
 
 
 def is_replicate_only(op_class: type[Operation]) -> bool:

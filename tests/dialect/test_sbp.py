@@ -141,6 +141,26 @@ def test_reshape_keeps_only_whole_dims_with_equal_prefix():
     assert names(op) == ["[S(0)] -> [S(0)]", "[B] -> [B]", "[P] -> [P]"]
 
 
+def test_reshape_merging_or_splitting_a_split_dim_needs_an_even_split():
+    """(b, t) -> (b*t) keeps S(0) when every rank holds whole rows: b a multiple of the
+    ranks (of all mesh axes together); (b*t) -> (b, t) likewise with the new leading dim."""
+    merge = one("%0 = flow.reshape %a : tensor<4x3xf32> -> tensor<12xf32>", "%a: tensor<4x3xf32>")
+    assert names(merge) == ["[B] -> [B]", "[P] -> [P]"]  # mesh unknown: never offered
+    even = [s.name for s in sb.signatures(merge, 1, (2,))]
+    assert even == ["[S(0)] -> [S(0)]", "[B] -> [B]", "[P] -> [P]"]
+    assert [s.name for s in sb.signatures(merge, 1, (3,))] == ["[B] -> [B]", "[P] -> [P]"]
+    assert "[S(0), S(0)] -> [S(0), S(0)]" in [s.name for s in sb.signatures(merge, 2, (2, 2))]
+    assert "[S(0), B] -> [S(0), B]" not in [s.name for s in sb.signatures(merge, 2, (2, 3))]
+    split = one("%0 = flow.reshape %a : tensor<12xf32> -> tensor<4x3xf32>", "%a: tensor<12xf32>")
+    assert "[S(0)] -> [S(0)]" in [s.name for s in sb.signatures(split, 1, (4,))]
+    assert "[S(0)] -> [S(0)]" not in [s.name for s in sb.signatures(split, 1, (3,))]
+    # 2x3x4 -> 6x4: dim 0 leads the merged dims; dim 1 does not (it would need dim 0 whole)
+    three = one("%0 = flow.reshape %a : tensor<2x3x4xf32> -> tensor<6x4xf32>",
+                "%a: tensor<2x3x4xf32>")  # fmt: skip
+    assert [s.name for s in sb.signatures(three, 1, (2,))] == [
+        "[S(2)] -> [S(1)]", "[S(0)] -> [S(0)]", "[B] -> [B]", "[P] -> [P]"]  # fmt: skip
+
+
 def test_broadcast_splits_only_kept_dims():
     op = one(
         "%0 = flow.broadcast_in_dim %a, dims = [1, 2] : tensor<3x1xf32> -> tensor<5x3x4xf32>",

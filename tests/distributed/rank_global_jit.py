@@ -12,6 +12,8 @@ from rank_checks import Checks
 import flow
 import flow.env
 from flow.distributed.placement import placement, sbp
+from flow.lowering import run_pipeline
+from flow.lowering.print_comm_plan import communication_plan
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 S, B, P = sbp.split, sbp.broadcast, sbp.partial_sum
@@ -97,6 +99,27 @@ for i, scale in enumerate((1.0, 3.0)):
     with flow.no_grad():
         Ws.copy_(glob(W * scale, S(0)))
     close(gathered(glob(X, S(0))).numpy(), X @ (W * scale), f"call {i}: captured S(0) boxed")
+
+
+# a batch of sequences flattened to rows, as a transformer's embedding and loss do: with the
+# batch a multiple of the ranks the reshape keeps S(0) (no collective); otherwise the rows
+# are gathered first. Both give the single-device value.
+def rows(xb):
+    return flow.matmul(xb.reshape(-1, 3), flow.tensor(np.ones((3, 2), np.float32)))
+
+
+for batch, gathers in ((4, 0), (3, None)):
+    seq = np.arange(batch * 2 * 3, dtype=np.float32).reshape(batch, 2, 3)
+    f = flow.jit(rows)
+    out = f(glob(seq, S(0)))
+    close(out.numpy(), seq.reshape(-1, 3) @ np.ones((3, 2)), f"flattened batch of {batch}")
+    (prog,) = f._cache.values()
+    m = prog.lowered.module.clone()
+    run_pipeline(m, f"flow-infer-sbp,flow-partition{{rank={rank}}}")
+    kinds = [line.split()[0] for line in communication_plan(m)]
+    if gathers is not None:
+        check(kinds.count("flow.all_gather") == gathers,
+              f"flattened batch of {batch}: the split rows stay split, got {kinds}")  # fmt: skip
 
 
 # ----------------------------------------------------------------- data-parallel nn.Graph SGD step
