@@ -22,12 +22,9 @@ def _finite(grads: list[Tensor]) -> Tensor:
     """0-d bool: every element of every gradient is finite (inf/nan propagate through sums)."""
     from flow.ops.basic import sum as _sum
     from flow.ops.logical import isfinite
+    from flow.ops.movement import total_of
 
-    total = None
-    for g in grads:
-        s = _sum(g.float())
-        total = s if total is None else total + s
-    return isfinite(total)
+    return isfinite(total_of([_sum(g.float()) for g in grads]))
 
 
 class GradScaler:
