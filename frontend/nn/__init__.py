@@ -11,6 +11,7 @@ from . import (
     _module,
     _norm_layers,
     _parallel,
+    _rnn,
     _transformer,
     functional,
     graph,
@@ -27,6 +28,7 @@ from ._layers import *  # noqa: F403
 from ._loss_modules import *  # noqa: F403
 from ._module import *  # noqa: F403
 from ._norm_layers import *  # noqa: F403
+from ._rnn import *  # noqa: F403
 from ._transformer import *  # noqa: F403
 
 __all__ = [
@@ -34,5 +36,5 @@ __all__ = [
     "build",
     *_module.__all__, *_containers.__all__, *_layers.__all__,
     *_conv_layers.__all__, *_norm_layers.__all__, *_loss_modules.__all__,
-    *_transformer.__all__,
+    *_transformer.__all__, *_rnn.__all__,
 ]  # fmt: skip
