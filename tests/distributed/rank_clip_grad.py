@@ -60,4 +60,33 @@ grads_of(tp, flow.tensor(X).to_global(pl, B))
 nn.utils.clip_grad_value_(tp.parameters(), 0.1)
 for p, g in zip(tp.parameters(), raw):
     close(p.grad.numpy(), np.clip(g, -0.1, 0.1), "clip_grad_value_ of global grads")
+
+# A data-parallel nn.Graph step of a model with more parameters than an IREE dispatch may
+# bind buffers (32): the norm over every gradient (each the result of its own all-reduce) and
+# the clipped SGD update run compiled, against the same step on one device.
+def deep() -> nn.Module:
+    flow.manual_seed(1)
+    return nn.Sequential(*[nn.Linear(4, 4) for _ in range(20)])  # 40 parameters
+
+
+class ClipStep(nn.Graph):
+    def __init__(self, model):
+        super().__init__(sync_compile=True)
+        self.model = model
+        self.add_optimizer(flow.optim.SGD(model.parameters(), lr=0.1))
+
+    def build(self, x):
+        loss = self.model(x).square().mean()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.model.parameters(), 0.01)
+        return loss
+
+
+XD = np.random.default_rng(3).standard_normal((8, 4)).astype(np.float32)
+one, dp = deep(), deep().to_global(pl, B)
+want_loss = ClipStep(one)(flow.tensor(XD)).numpy()
+got_loss = ClipStep(dp)(flow.tensor(XD).to_global(pl, B).to_global(sbp=sbp.split(0))).numpy()
+close(got_loss, want_loss, "40-parameter data-parallel clipped step: loss")
+for (name, p), q in zip(dp.named_parameters(), one.parameters()):
+    close(p.numpy(), q.numpy(), f"40-parameter data-parallel clipped step: {name}")
 check.done()
