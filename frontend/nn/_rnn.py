@@ -259,6 +259,13 @@ class RNNBase(Module):
                 x = F.dropout(x, self.dropout, True)
         return x, [stack(f, 0) for f in finals]
 
+    def _forward_one_state(self, op: str, input, hx) -> tuple[Tensor, Tensor]:
+        """`forward` of the layers whose state is one tensor h (RNN, GRU)."""
+        x, states, batched = self._prepare(input, (("hx", _single_state(op, hx)),))
+        out, states = self._run(x, states)
+        out, (h,) = self._finish(out, states, batched)
+        return out, h
+
     def _finish(self, out: Tensor, states: list[Tensor], batched: bool):
         if not batched:
             return O.squeeze(out, 1), [O.squeeze(s, 1) for s in states]
@@ -312,10 +319,7 @@ class RNN(RNNBase):
         self.nonlinearity = nonlinearity
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        x, states, batched = self._prepare(input, (("hx", _single_state("RNN", hx)),))
-        out, states = self._run(x, states)
-        out, (h,) = self._finish(out, states, batched)
-        return out, h
+        return self._forward_one_state("RNN", input, hx)
 
 
 class GRU(RNNBase):
@@ -333,10 +337,7 @@ class GRU(RNNBase):
                          dropout, bidirectional, device=device, dtype=dtype)  # fmt: skip
 
     def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        x, states, batched = self._prepare(input, (("hx", _single_state("GRU", hx)),))
-        out, states = self._run(x, states)
-        out, (h,) = self._finish(out, states, batched)
-        return out, h
+        return self._forward_one_state("GRU", input, hx)
 
 
 class LSTM(RNNBase):
