@@ -1,7 +1,8 @@
 """The GPT example (examples/train_gpt.py) as whole processes, at a tiny size: one process,
 then data parallel, tensor parallel and ZeRO stage 3 on 2 ranks, whose losses must match the
 one-process run step by step; a run saved part way and resumed continues it exactly; bf16
-autocast tracks float32; a layout that needs more processes than it has is refused."""
+autocast tracks float32, and with ZeRO-2 on 2 ranks matches it on one; a layout that needs
+more processes than it has is refused."""
 
 from __future__ import annotations
 
@@ -64,9 +65,20 @@ def test_a_resumed_run_continues_the_saved_one(single, tmp_path):
     np.testing.assert_allclose(_validation(resumed), want_val, rtol=1e-6)
 
 
-def test_bf16_autocast_tracks_float32(single):
-    got = _losses(_one("--amp"))
-    np.testing.assert_allclose(got, single[0], rtol=2e-2)
+@pytest.fixture(scope="module")
+def single_amp():
+    return _losses(_one("--amp"))
+
+
+def test_bf16_autocast_tracks_float32(single, single_amp):
+    np.testing.assert_allclose(single_amp, single[0], rtol=2e-2)
+
+
+def test_bf16_autocast_with_zero_matches_one_process(single_amp):
+    """AMP and ZeRO-2 together: the loss scaling and the sharded update compose."""
+    run = launch(2, EXAMPLE, *TINY, "--amp", "--parallel", "zero", "--zero-stage", "2",
+                 timeout=300)  # fmt: skip
+    np.testing.assert_allclose(_losses(run), single_amp, rtol=1e-3, err_msg=run.describe())
 
 
 def test_a_parallel_layout_on_one_process_is_refused():
