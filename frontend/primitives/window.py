@@ -5,7 +5,8 @@ The VJPs are written with primitives (conv, reduce_window, slice, pad, reshape, 
 select), so inside `flow.jit` / `nn.Graph` the backward pass is traced into IR like the
 forward pass. They share one picture of a window op: result position p reads padded
 position `p * stride + k * dilation` at window offset k, i.e. unpadded position
-`p * stride + k * dilation - low`.
+`p * stride + k * dilation - low`. conv's input cotangent, `transposed_conv`, is also the
+transposed convolution of ops/conv.py (`conv_transpose*d`, `fold`).
 """
 
 from __future__ import annotations
