@@ -103,6 +103,13 @@ def _samples() -> dict[str, tuple[Callable, list]]:
     s["conv1d"] = (lambda x, w: nnf.conv1d(x, w, padding=1), [img1, (3, 2, 3)])
     s["conv2d"] = (lambda x, w: nnf.conv2d(x, w, stride=2), [img, (3, 2, 3, 3)])
     s["conv3d"] = (lambda x, w: nnf.conv3d(x, w), [img3, (3, 2, 2, 2, 2)])
+    s["conv_transpose1d"] = (lambda x, w: nnf.conv_transpose1d(x, w, stride=2, padding=1),
+                             [img1, (2, 3, 3)])  # fmt: skip
+    s["conv_transpose2d"] = (lambda x, w: nnf.conv_transpose2d(x, w, stride=2, output_padding=1),
+                             [img, (2, 3, 3, 3)])  # fmt: skip
+    s["conv_transpose3d"] = (lambda x, w: nnf.conv_transpose3d(x, w), [img3, (2, 3, 2, 2, 2)])
+    s["unfold"] = (fn("unfold", 3, padding=1), [img])
+    s["fold"] = (fn("fold", (4, 4), 2, stride=2), [(1, 8, 4)])
     for d, shape in ((1, img1), (2, img), (3, img3)):
         s[f"max_pool{d}d"] = (fn(f"max_pool{d}d", 2), [shape])
         s[f"avg_pool{d}d"] = (fn(f"avg_pool{d}d", 2), [shape])

@@ -1,9 +1,11 @@
-"""Spatial layers: convolutions, pooling, upsampling and padding, 1-D to 3-D.
+"""Spatial layers: convolutions, transposed convolutions, fold / unfold, pooling, upsampling
+and padding, 1-D to 3-D.
 
 Thin Modules over `flow.nn.functional` with PyTorch's constructor arguments,
-weight layout `(out_channels, in_channels / groups, *kernel_size)` and default
-initialization. Non-zero `padding_mode`s pad explicitly with `flow.nn.functional.pad`
-and then convolve without padding, as PyTorch does.
+weight layout `(out_channels, in_channels / groups, *kernel_size)` (transposed:
+`(in_channels, out_channels / groups, *kernel_size)`) and default initialization.
+Non-zero `padding_mode`s pad explicitly with `flow.nn.functional.pad` and then convolve
+without padding, as PyTorch does.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ def _ntuple(value, n: int) -> tuple:
 
 
 class _ConvNd(Module):
-    """Shared constructor, initialization and repr of Conv1d/2d/3d."""
+    """Shared constructor, initialization and repr of Conv1d/2d/3d and ConvTranspose1d/2d/3d."""
 
     _n = 2
+    _transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
@@ -64,13 +67,16 @@ class _ConvNd(Module):
             self.padding = _ntuple(padding, n)
         self.padding_mode = padding_mode
         self.output_padding = (0,) * n
-        self.transposed = False
-        self.weight = _empty(out_channels, in_channels // groups, *self.kernel_size, dtype=dt)
+        self.transposed = self._transposed
+        shape = (in_channels, out_channels // groups) if self.transposed \
+            else (out_channels, in_channels // groups)  # fmt: skip
+        self.weight = _empty(*shape, *self.kernel_size, dtype=dt)
         self.register_parameter("bias", _empty(out_channels, dtype=dt) if bias else None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """Weight from kaiming_uniform_(a=sqrt(5)), bias from U(+-1/sqrt(fan_in))."""
+        """Weight from kaiming_uniform_(a=sqrt(5)), bias from U(+-1/sqrt(fan_in)) (the fan-in
+        read from the weight's dims 1 and up, for a transposed weight too, as in PyTorch)."""
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
             _fan_in_uniform_(self.bias, self.weight)
@@ -101,6 +107,8 @@ class _ConvNd(Module):
             s += f", padding={self.padding}"
         if self.dilation != (1,) * self._n:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * self._n:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias is None:
@@ -126,6 +134,110 @@ class Conv3d(_ConvNd):
     """3-D convolution over (N, C_in, D, H, W) with weight (C_out, C_in / groups, kD, kH, kW)."""
 
     _n = 3
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Shared constructor and forward of ConvTranspose1d/2d/3d (padding_mode 'zeros' only)."""
+
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None) -> None:  # fmt: skip
+        name = type(self).__name__
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {name}, got '
+                             f"padding_mode={padding_mode!r}")  # fmt: skip
+        if isinstance(padding, str):
+            raise ValueError(f"{name} takes an int or a tuple of {self._n} ints as padding, got "
+                             f"padding={padding!r}")  # fmt: skip
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)  # fmt: skip
+        self.output_padding = _ntuple(output_padding, self._n)
+
+    def _output_padding(self, input: Tensor, output_size) -> tuple:
+        """`self.output_padding`, or the one that gives the requested `output_size` (its
+        spatial sizes, optionally after the batch and channel sizes), as in PyTorch."""
+        if output_size is None:
+            return self.output_padding
+        n, name = self._n, type(self).__name__
+        lead = 2 if input.ndim == n + 2 else 1
+        size = list(output_size)
+        if len(size) == lead + n:
+            size = size[lead:]
+        if len(size) != n:
+            raise ValueError(f"{name}: for {input.ndim}D input, output_size must have {n} or "
+                             f"{lead + n} elements (got {len(size)})")  # fmt: skip
+        spatial = list(input.shape[lead:])
+        args = (spatial, self.stride, self.padding, self.dilation, self.kernel_size)
+        low = [(i - 1) * s - 2 * p + d * (k - 1) + 1 for i, s, p, d, k in zip(*args)]
+        high = [lo + s - 1 for lo, s in zip(low, self.stride)]
+        if any(not lo <= v <= hi for v, lo, hi in zip(size, low, high)):
+            raise ValueError(f"{name}: requested an output size of {size}, but valid sizes range "
+                             f"from {low} to {high} (for an input of {spatial})")  # fmt: skip
+        return tuple(v - lo for v, lo in zip(size, low))
+
+    def forward(self, input: Tensor, output_size=None) -> Tensor:
+        conv = getattr(F, f"conv_transpose{self._n}d")
+        if input.ndim not in (self._n + 1, self._n + 2):
+            output_size = None  # conv_transpose reports the rank
+        extra = self._output_padding(input, output_size)
+        return conv(input, self.weight, self.bias, self.stride, self.padding, extra, self.groups,
+                    self.dilation)  # fmt: skip
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """1-D transposed convolution over (N, C_in, L) with weight (C_in, C_out / groups, k)."""
+
+    _n = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """2-D transposed convolution over (N, C_in, H, W) with weight (C_in, C_out / groups, kH,
+    kW)."""
+
+    _n = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-D transposed convolution over (N, C_in, D, H, W) with weight (C_in, C_out / groups,
+    kD, kH, kW)."""
+
+    _n = 3
+
+
+class Unfold(Module):
+    """Sliding blocks of (N, C, H, W) as columns (N, C * kH * kW, L) (see `F.unfold`)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")  # fmt: skip
+
+
+class Fold(Module):
+    """Columns (N, C * kH * kW, L) summed back into (N, C, *output_size) (see `F.fold`)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> None:
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, "
+                f"stride={self.stride}")  # fmt: skip
 
 
 # --------------------------------------------------------------------------- pooling
@@ -308,7 +420,8 @@ CircularPad3d = _pad_class("CircularPad3d", 3, "circular", False)
 
 
 __all__ = [
-    "Conv1d", "Conv2d", "Conv3d", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
+    "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d",
+    "Unfold", "Fold", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d",
     "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d",
     "Upsample", "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ZeroPad1d", "ZeroPad2d",
     "ZeroPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d",

@@ -9,6 +9,7 @@ from flow.ops import interpolate as _interpolate
 from flow.ops import pooling as _pooling
 from flow.ops.basic import matmul, t
 from flow.ops.conv import *  # noqa: F403
+from flow.ops.conv import fold, unfold
 from flow.ops.gather import embedding, one_hot
 from flow.ops.interpolate import *  # noqa: F403
 from flow.ops.movement import pad
@@ -29,5 +30,6 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-__all__ = ["linear", "pad", "scaled_dot_product_attention", "embedding", "one_hot", *_activations.__all__, *_losses.__all__,
-           *_norms.__all__, *_conv.__all__, *_pooling.__all__, *_interpolate.__all__]  # fmt: skip
+__all__ = ["linear", "pad", "scaled_dot_product_attention", "embedding", "one_hot", "fold",
+           "unfold", *_activations.__all__, *_losses.__all__, *_norms.__all__, *_conv.__all__,
+           *_pooling.__all__, *_interpolate.__all__]  # fmt: skip

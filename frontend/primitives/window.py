@@ -5,7 +5,8 @@ The VJPs are written with primitives (conv, reduce_window, slice, pad, reshape, 
 select), so inside `flow.jit` / `nn.Graph` the backward pass is traced into IR like the
 forward pass. They share one picture of a window op: result position p reads padded
 position `p * stride + k * dilation` at window offset k, i.e. unpadded position
-`p * stride + k * dilation - low`.
+`p * stride + k * dilation - low`. conv's input cotangent, `transposed_conv`, is also the
+transposed convolution of ops/conv.py (`conv_transpose*d`, `fold`).
 """
 
 from __future__ import annotations
@@ -140,9 +141,13 @@ def conv(x, w, *, strides, dilations, padding, groups):
     return acc.reshape(batch, c_out, *out).astype(x.dtype)
 
 
-def _conv_input_grad(ct, w, sizes, strides, dilations, padding, groups) -> Tensor:
-    """The transposed convolution of `ct`: weight [C_out, C_in/g, *k] regrouped to
-    [C_in, C_out/g, *k] (in and out channels swapped within each group), flipped in space."""
+def transposed_conv(ct, w, sizes, strides, dilations, padding, groups) -> Tensor:
+    """The transposed convolution of `ct` [N, C_out, *outs] to spatial `sizes`: the input
+    cotangent of `conv` with weight `w` [C_out, C_in/g, *k], and so PyTorch's conv_transpose
+    with that weight. `w` is regrouped to [C_in, C_out/g, *k] (in and out channels swapped
+    within each group) and flipped in space. Only the low padding is read: `sizes` says how
+    far the result reaches at the high end (a conv's unread tail, conv_transpose's
+    output_padding), and positions no window reaches get zeros."""
     n = ct.ndim - 2
     c_out, c_in_g, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
     g, pads = _transposed(ct, sizes, kernel, strides, dilations, padding)
@@ -190,7 +195,7 @@ def _conv_vjp(ct, x, w, *, out, strides, dilations, padding, groups):
     """Input and weight cotangents of `conv`, each computed only when that operand needs it."""
     gx = gw = None
     if x.requires_grad:
-        gx = _conv_input_grad(ct, w, x.shape[2:], strides, dilations, padding, groups)
+        gx = transposed_conv(ct, w, x.shape[2:], strides, dilations, padding, groups)
     if w.requires_grad:
         gw = _conv_weight_grad(ct, x, w, strides, dilations, padding, groups)
     return gx, gw
