@@ -21,8 +21,8 @@ def _params(optimizer) -> list[Tensor]:
 def _finite(grads: list[Tensor]) -> Tensor:
     """0-d bool: every element of every gradient is finite (inf/nan propagate through sums)."""
     from flow.ops.basic import sum as _sum
+    from flow.ops.basic import total_of
     from flow.ops.logical import isfinite
-    from flow.ops.movement import total_of
 
     return isfinite(total_of([_sum(g.float()) for g in grads]))
 

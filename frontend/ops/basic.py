@@ -331,6 +331,19 @@ def min(input, dim=None, keepdim: bool = False):  # noqa: A001
 # --------------------------------------------------------------------------- shapes
 
 
+def total_of(parts: Sequence[Tensor], kind: str = "sum") -> Tensor:
+    """The sum (`kind="max"`: the max) of many 0-d tensors (in their promoted dtype), as one
+    reduction of their concatenation. A chain of binary ops over them would become one IREE dispatch
+    reading every part's buffer, and a dispatch binds at most 32 buffers (IREE's HAL limit:
+    a model's gradient norm or inf check over its parameters would fail to run)."""
+    dt = parts[0].dtype
+    for p in parts[1:]:
+        dt = _dtypes.promote_types(dt, p.dtype)
+    rows = [reshape(to(p, dt), 1) for p in parts]
+    joined = bind(P.concat, *rows, dim=0) if len(rows) > 1 else rows[0]
+    return sum(joined) if kind == "sum" else amax(joined)
+
+
 def reshape(input: Tensor, *shape) -> Tensor:
     x = as_tensor(input)
     shape = sizes_arg("reshape", shape)

@@ -93,15 +93,6 @@ def stack(tensors, dim: int = 0) -> Tensor:
     return cat([O.unsqueeze(t, d) for t in ts], d)
 
 
-def total_of(parts: Sequence[Tensor], kind: str = "sum") -> Tensor:
-    """The sum (`kind="max"`: the max) of many 0-d tensors, as one reduction of their stack.
-    A chain of binary ops over them would become one IREE dispatch reading every part's
-    buffer, and a dispatch binds at most 32 buffers (IREE's HAL limit: a model's gradient
-    norm or inf check over its parameters would fail to run)."""
-    stacked = stack(list(parts)) if len(parts) > 1 else O.reshape(parts[0], 1)
-    return O.sum(stacked) if kind == "sum" else O.amax(stacked)
-
-
 # --------------------------------------------------------------------------- splitting
 
 

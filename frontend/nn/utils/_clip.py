@@ -17,7 +17,6 @@ from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
 from flow.ops import basic as O
 from flow.ops.logical import isfinite
-from flow.ops.movement import total_of
 
 _EPS = 1e-6
 
@@ -65,9 +64,9 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
     if not grads:
         return O.tensor(0.0)
     if p == math.inf:
-        total = total_of([O.amax(O.abs(g)) for g in grads], "max")
+        total = O.total_of([O.amax(O.abs(g)) for g in grads], "max")
     else:
-        total = total_of([O.sum(g * g) if p == 2 else O.sum(O.abs(g) ** p) for g in grads])
+        total = O.total_of([O.sum(g * g) if p == 2 else O.sum(O.abs(g) ** p) for g in grads])
         total = O.sqrt(total) if p == 2 else total ** (1.0 / p)
     if error_if_nonfinite:
         if current_trace() is not None:
