@@ -39,13 +39,15 @@ def _conv_padding(
     return tuple((p, p) for p in pads)
 
 
-def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+def _operands(op: str, n: int, input, weight, groups, layout: str) -> tuple[Tensor, Tensor]:
+    """The input and weight of a convolution, checked: the weight's rank (`layout` names its
+    first two dims), one dtype for both, and `groups` a positive int."""
     x = _spatial_input(op, input, n, float_only=True)
     w = as_tensor(weight)
     kdims = ", ".join("kD kH kW".split()[3 - n :])
     if w.ndim != n + 2:
-        raise op_error(op, f"expected a {n + 2}-D weight [out_channels, in_channels / groups, "
-                           f"{kdims}], got weight of shape {list(w.shape)}")  # fmt: skip
+        raise op_error(op, f"expected a {n + 2}-D weight [{layout}, {kdims}], got weight of "
+                           f"shape {list(w.shape)}")  # fmt: skip
     if w.dtype is not x.dtype:
         raise op_error(op, f"expected input and weight of one dtype, got {x.dtype!r} and "
                            f"{w.dtype!r}", cls=TypeError)  # fmt: skip
@@ -53,6 +55,31 @@ def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, group
         raise op_error(op, f"expected groups to be an int, got {groups!r}", cls=TypeError)
     if groups < 1:
         raise op_error(op, f"expected groups >= 1, got {groups}")
+    return x, w
+
+
+def _bias(op: str, bias, c_out: int, x: Tensor, what: str = "") -> Tensor | None:
+    """`bias` checked against `c_out` channels and `x`'s dtype (None stays None)."""
+    if bias is None:
+        return None
+    b = as_tensor(bias)
+    if tuple(b.shape) != (c_out,):
+        raise op_error(op, f"expected bias of shape [{c_out}]{what}, got {list(b.shape)}")
+    if b.dtype is not x.dtype:
+        raise op_error(op, f"expected bias of dtype {x.dtype!r}, got {b.dtype!r}",
+                       cls=TypeError)  # fmt: skip
+    return b
+
+
+def _finish(out: Tensor, b: Tensor | None, n: int, unbatched: bool) -> Tensor:
+    """`out` plus the bias per channel, without the batch dim an unbatched input lacked."""
+    if b is not None:
+        out = out + reshape(b, 1, b.shape[0], *(1,) * n).to(out.dtype)  # autocast: low dtype
+    return reshape(out, *out.shape[1:]) if unbatched else out
+
+
+def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, groups) -> Tensor:
+    x, w = _operands(op, n, input, weight, groups, "out_channels, in_channels / groups")
     stride = _ntuple(op, "stride", stride, n, 1)
     dilation = _ntuple(op, "dilation", dilation, n, 1)
     kernel = tuple(w.shape[2:])
@@ -77,15 +104,7 @@ def _conv(op: str, n: int, input, weight, bias, stride, padding, dilation, group
                            f"({' x '.join(map(str, extent))}): the kernel size can't be greater "
                            "than the padded input size")  # fmt: skip
     out = bind(P.conv, x, w, strides=stride, dilations=dilation, padding=pads, groups=groups)
-    if bias is not None:
-        b = as_tensor(bias)
-        if tuple(b.shape) != (c_out,):
-            raise op_error(op, f"expected bias of shape [{c_out}], got {list(b.shape)}")
-        if b.dtype is not x.dtype:
-            raise op_error(op, f"expected bias of dtype {x.dtype!r}, got {b.dtype!r}",
-                           cls=TypeError)  # fmt: skip
-        out = out + reshape(b, 1, c_out, *(1,) * n).to(out.dtype)  # flow.autocast: low dtype
-    return reshape(out, *out.shape[1:]) if unbatched else out
+    return _finish(out, _bias(op, bias, c_out, x), n, unbatched)
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
@@ -109,22 +128,10 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
 
 def _conv_transpose(op: str, n: int, input, weight, bias, stride, padding, output_padding,
                     groups, dilation) -> Tensor:  # fmt: skip
-    x = _spatial_input(op, input, n, float_only=True)
-    w = as_tensor(weight)
-    kdims = ", ".join("kD kH kW".split()[3 - n :])
-    if w.ndim != n + 2:
-        raise op_error(op, f"expected a {n + 2}-D weight [in_channels, out_channels / groups, "
-                           f"{kdims}], got weight of shape {list(w.shape)}")  # fmt: skip
+    x, w = _operands(op, n, input, weight, groups, "in_channels, out_channels / groups")
     if any(s == 0 for s in w.shape[1:]):
         raise op_error(op, f"expected non-zero sizes for dims 1 and up of the weight, got "
                            f"weight of shape {list(w.shape)}")  # fmt: skip
-    if w.dtype is not x.dtype:
-        raise op_error(op, f"expected input and weight of one dtype, got {x.dtype!r} and "
-                           f"{w.dtype!r}", cls=TypeError)  # fmt: skip
-    if not is_int(groups):
-        raise op_error(op, f"expected groups to be an int, got {groups!r}", cls=TypeError)
-    if groups < 1:
-        raise op_error(op, f"expected groups >= 1, got {groups}")
     stride = _ntuple(op, "stride", stride, n, 1)
     dilation = _ntuple(op, "dilation", dilation, n, 1)
     pads = _ntuple(op, "padding", padding, n, 0)
@@ -152,19 +159,9 @@ def _conv_transpose(op: str, n: int, input, weight, bias, stride, padding, outpu
                            f"size {' x '.join(map(str, x.shape[2:]))} is too small: "
                            "(in - 1) * stride - 2 * padding + dilation * (kernel - 1) + "
                            "output_padding + 1 must be at least 1")  # fmt: skip
-    c_out = w.shape[1] * groups
-    if bias is not None:
-        b = as_tensor(bias)
-        if tuple(b.shape) != (c_out,):
-            raise op_error(op, f"expected bias of shape [{c_out}] (out_channels), got "
-                               f"{list(b.shape)}")  # fmt: skip
-        if b.dtype is not x.dtype:
-            raise op_error(op, f"expected bias of dtype {x.dtype!r}, got {b.dtype!r}",
-                           cls=TypeError)  # fmt: skip
+    b = _bias(op, bias, w.shape[1] * groups, x, " (out_channels)")
     out = transposed_conv(x, w, sizes, stride, dilation, tuple((p, p) for p in pads), groups)
-    if bias is not None:
-        out = out + reshape(b, 1, c_out, *(1,) * n).to(out.dtype)  # flow.autocast: low dtype
-    return reshape(out, *out.shape[1:]) if unbatched else out
+    return _finish(out, b, n, unbatched)
 
 
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
