@@ -7,7 +7,7 @@ from a fresh process), compiled first (`FLOW_SYNC_COMPILE=1`):
   dp        data parallel: parameters B, batch S(0)
   zero1/2/3 dp with `config.enable_zero(stage=1|2|3, shard_min_size=1)`
   tp        tensor parallel (Megatron's parameter layout; SBP inference places the rest)
-  dp+ckpt, zero2+ckpt: with every block's `activation_checkpointing`.
+  dp+ckpt, zero2+ckpt, zero3+ckpt: with every block's `activation_checkpointing`.
 Per rank (rank 0 printed; the ranks are symmetric):
 - **static bytes**: parameters and optimizer state as this rank holds them between steps
   (the local shards), and gradients as the step holds them (S(0) for ZeRO 2/3's sharded
@@ -25,7 +25,8 @@ Per rank (rank 0 printed; the ranks are symmetric):
   kept for the backward pass); tp 4 all-reduces of the activations per block (two
   forward, two backward). A ratio above 1 is traffic beyond the layout's own.
 On one process, the same step (no layout) against PyTorch eager and torch.compile
-(the same GPT in torch: `_torch_gpt`), and with checkpointing. Ratios, not a timed test.
+(the same GPT in torch: `_torch_gpt`), and with checkpointing; the blocks' memory is the IREE
+peak less that of the same model without blocks (`--layers 0`). Ratios, not a timed test.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 MARK = "RESULT "
-LAYOUTS = ["dp", "zero1", "zero2", "zero3", "tp", "dp+ckpt", "zero2+ckpt"]
+LAYOUTS = ["dp", "zero1", "zero2", "zero3", "tp", "dp+ckpt", "zero2+ckpt", "zero3+ckpt"]
 
 
 def _wire_bytes(line: str, ranks: int) -> float:
@@ -197,6 +198,7 @@ def main(argv: list[str] | None = None) -> list[Goal]:
           f"{args.context}, batch {args.batch_size}) on one process [{machine()}]")
     single = _run(["--child", "none", *shape], 1)
     single_ckpt = _run(["--child", "none+ckpt", *shape], 1)
+    no_blocks = _run(["--child", "none", *shape[:-1], "0"], 1)
     eager, compiled = torch_step_ms(args)
     rows = {"flow nn.Graph": single and single["ms"],
             "flow nn.Graph, checkpointing": single_ckpt and single_ckpt["ms"],
@@ -210,6 +212,12 @@ def main(argv: list[str] | None = None) -> list[Goal]:
     if single and eager:
         goals.append(Goal("gpt step", "torch eager / flow nn.Graph step time (1 process)",
                           eager / single["ms"], 1.0))  # fmt: skip
+    if single and single_ckpt and no_blocks:
+        plain, ckpt = (r["peak"] - no_blocks["peak"] for r in (single, single_ckpt))
+        print(f"  blocks' memory (IREE peak less the model without blocks): {plain / 2**20:.2f} "
+              f"MB, {ckpt / 2**20:.2f} MB with checkpointing")
+        goals.append(Goal("checkpointing", "blocks' memory, plain / checkpointed (1 process)",
+                          plain / ckpt, 2.0))  # fmt: skip
 
     print(f"\nper rank, {args.ranks} ranks (rank 0) [{machine()}]")
     head = (f"  {'layout':12} {'params KB':>10} {'grads KB':>9} {'state KB':>9} "

@@ -9,10 +9,13 @@ outputs' gradients through that recomputation down to those tensors.
 
 The default generator's state is restored for the recomputation, so that dropout draws the
 same masks (`preserve_rng_state`). Traced (in `flow.jit` or `nn.Graph`), the recomputation
-is emitted into the backward pass of the program: the block's ops appear a second time,
-reading the block's inputs (and random keys) through `flow.optimization_barrier`, tied to
-the incoming gradient, so that the compiler neither merges them with the forward ops nor
-computes them before the backward pass. A block that updates state (an eager tensor such
+is emitted into the backward pass of the program: the block's ops appear a second time, and
+every value from before that the recomputation and its backward pass read (the block's
+inputs, the parameters and buffers it uses, its random keys) passes through a
+`flow.optimization_barrier` tied to the incoming gradient. So the compiler can neither merge
+a recomputed op with its forward original (which would keep that activation alive from the
+forward pass to the backward pass) nor compute it before the backward pass reaches the
+block. A block that updates state (an eager tensor such
 as BatchNorm's running statistics) is refused when traced, as its update would run twice;
 in eager mode it runs twice, as in PyTorch.
 
@@ -25,6 +28,8 @@ from __future__ import annotations
 import contextlib
 import warnings
 from collections.abc import Callable
+
+from xdsl.ir import BlockArgument
 
 from flow.core import autograd as ag
 from flow.core.pytree import leaves
@@ -79,14 +84,13 @@ def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
     if not found or not outputs:
         return out
     inputs = list(found.values())
-    # traced: what the recomputation reads through barriers (tensor arguments too, even
-    # those not requiring grad: the forward ops on them must not be merged either)
-    walled = {**{id(a): a for a in leaves((args, kwargs)) if isinstance(a, Tensor)}, **found}
 
     def vjp(cts, *_inputs):
         dep = next(ct for ct in cts if ct is not None)
-        with (_rng_restored(rng), _replaying_keys(trace, keys, dep, preserve_rng_state),
-              _behind_barrier(trace, list(walled.values()), dep), ag.enable_grad()):  # fmt: skip
+        start = trace.block.last_op if trace is not None else None
+        n_args = len(trace.block.args) if trace is not None else 0
+        with (_rng_restored(rng), _replaying_keys(trace, keys, preserve_rng_state),
+              ag.enable_grad()):  # fmt: skip
             again = leaves(function(*args, **kwargs))
         if len(again) != len(flat):
             raise RuntimeError(f"checkpoint({name}): recomputing the block gave {len(again)} "
@@ -98,6 +102,8 @@ def checkpoint(function: Callable, *args, use_reentrant: bool | None = None,
                 roots.append(again[i])
                 seeds.append(ct)
         got = ag.run_backward(roots, seeds, found, create_graph=ag.is_grad_enabled())
+        if trace is not None:
+            _wall_off(trace, start, n_args, dep)
         return tuple(got.get(id(t)) for t in inputs)
 
     ag.NodeGroup("checkpoint", vjp, inputs, [flat[i] for i in outputs])
@@ -149,42 +155,80 @@ def _logging_keys(trace, keys: list):
         trace.key_log = saved
 
 
-def _barrier(t: Tensor, dep: Tensor) -> Tensor:
-    from flow.primitives import bind, optimization_barrier
-
-    with ag.no_grad():
-        return bind(optimization_barrier, t, dep)
-
-
 @contextlib.contextmanager
-def _replaying_keys(trace, keys: list, dep: Tensor, preserve: bool):
-    """Within, traced: random ops draw `keys` again (behind barriers), in order."""
+def _replaying_keys(trace, keys: list, preserve: bool):
+    """Within, traced: random ops draw `keys` again, in order (`_wall_off` puts them
+    behind the barrier with the block's other inputs)."""
     if trace is None or not preserve or not keys:
         yield
         return
-    from flow.core import dtypes
-
-    again = [_barrier(Tensor._traced(k, trace, dtypes.int64), dep)._value for k in keys]
-    saved, trace.key_replay = trace.key_replay, again
+    saved, trace.key_replay = trace.key_replay, list(keys)
     try:
         yield
     finally:
         trace.key_replay = saved
 
 
-@contextlib.contextmanager
-def _behind_barrier(trace, inputs: list, dep: Tensor):
-    """Within, traced: the block's traced inputs stand for themselves behind a barrier tied
-    to `dep`, so the recomputed ops are new values that the compiler cannot merge with the
-    forward pass's, nor compute before `dep`."""
-    if trace is None:
-        yield
+# ops whose values depend on no input: the compiler recomputes them where used anyway
+_INPUT_FREE = ("flow.constant", "flow.full", "flow.iota")
+
+
+def _wall_off(trace, start, n_args: int, dep: Tensor) -> None:
+    """Put the values from before `start` (and the first `n_args` arguments) that the ops
+    emitted after it read behind one barrier each, tied to `dep`: the ops after `start` (a recomputed block and its backward
+    pass) then compute new values, which the compiler cannot merge with the forward pass's,
+    nor compute before `dep` exists.
+
+    Each barrier is tied to a token of its own, a scalar computed from `dep`, rather than
+    to `dep` itself: IREE 3.13 requires all operands of a `util.optimization_barrier` to
+    end up with the same lifetime, and fails to verify one that mixes a transient value
+    with an external one (a parameter, a gradient the program returns or a collective
+    passes on). A token that only its barrier reads takes the lifetime of its value; one
+    token shared by several barriers would tie them all together.
+    """
+    from flow.core import dtypes
+    from flow.primitives import bind, cast, optimization_barrier, reduce
+
+    first = start.next_op if start is not None else trace.block.first_op
+    ops = []
+    while first is not None:
+        ops.append(first)
+        first = first.next_op
+    inside = {r for op in ops for r in op.results}
+    outside: dict = {}
+    for op in ops:
+        for v in op.operands:
+            if v in inside or v in outside or v is dep._value:
+                continue
+            if getattr(v.owner, "name", None) in _INPUT_FREE:
+                continue
+            if isinstance(v, BlockArgument) and v.index >= n_args:
+                continue  # an argument the ops added (a new random key): nothing computed
+            outside[v] = None
+    if not outside:
         return
-    swapped = [(t, t._value) for t in inputs if t._trace is trace and id(t) not in trace.mutated]
-    for t, value in swapped:
-        t._value = _barrier(t, dep)._value
-    try:
-        yield
-    finally:
-        for t, value in swapped:
-            t._value = value
+    emitted = set(ops)
+    anchor = ops[0].prev_op
+    mark = trace.block.last_op
+    with ag.no_grad():
+        # a sum and products: what keeps a split or partial gradient's token local (SBP)
+        wide = dep if dep.dtype == dtypes.float32 else bind(cast, dep, dtype=dtypes.float32)
+        token = bind(reduce, wide, kind="sum", dims=tuple(range(dep.ndim))) if dep.ndim else wide
+        walls = []
+        for i, v in enumerate(outside):
+            own = token * float(i + 2)  # a token of its own per barrier (see above)
+            value = Tensor._traced(v, trace, dtypes.from_ir(v.type.element_type))
+            walls.append((v, bind(optimization_barrier, value, own)))
+    new_ops = []
+    op = mark.next_op
+    while op is not None:
+        new_ops.append(op)
+        op = op.next_op
+    for op in new_ops:  # emitted last: move them ahead of the ops that read them
+        op.detach()
+    if anchor is None:
+        trace.block.insert_ops_before(new_ops, trace.block.first_op)
+    else:
+        trace.block.insert_ops_after(new_ops, anchor)
+    for v, wall in walls:
+        v.replace_uses_with_if(wall._value, lambda use: use.operation in emitted)

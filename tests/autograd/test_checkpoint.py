@@ -197,10 +197,11 @@ def test_jit_gradients_equal_and_the_recomputation_survives_cse():
     a, b = plain.lower(x).as_text(), ck.lower(x).as_text()
     assert a.count("flow.matmul") == 6 and b.count("flow.matmul") == 8  # 2 forward again
     assert b.count("flow.random_bits") == 2 and "optimization_barrier" not in a
-    assert b.count("flow.optimization_barrier") == 2  # the input and the dropout key
+    # what the recomputation reads from before: the input, the dropout key, the 4 parameters
+    assert b.count("flow.optimization_barrier") == 6
     # IREE's CSE would merge an unprotected recomputation with the forward ops
     fa, fb = _after_iree_cse(plain, x), _after_iree_cse(ck, x)
-    assert fb.count("util.optimization_barrier") == 2
+    assert fb.count("util.optimization_barrier") == 6
     assert fb.count('"reduction"]') > fa.count('"reduction"]')
 
 
@@ -208,7 +209,8 @@ def test_jit_without_preserved_rng_draws_new_keys():
     model = _mlp(0.5)
     x = flow.randn(5, 6)
     text = _jit_step(model, True, preserve_rng_state=False).lower(x).as_text()
-    assert text.count("rng_key") >= 2 and text.count("flow.optimization_barrier") == 1
+    # a new key for the recomputation, and barriers on the input and the 4 parameters only
+    assert text.count("rng_key") >= 2 and text.count("flow.optimization_barrier") == 5
 
 
 def test_traced_block_updating_module_state_is_refused():

@@ -1,8 +1,8 @@
 """The GPT example (examples/train_gpt.py) as whole processes, at a tiny size: one process,
-then data parallel, tensor parallel and ZeRO stage 3 on 2 ranks, whose losses must match the
-one-process run step by step; a run saved part way and resumed continues it exactly; bf16
-autocast tracks float32, and with ZeRO-2 on 2 ranks matches it on one; a layout that needs
-more processes than it has is refused."""
+then data parallel, tensor parallel and ZeRO stage 3 with activation checkpointing on 2 ranks,
+whose losses must match the one-process run step by step; a run saved part way and resumed
+continues it exactly; bf16 autocast tracks float32, and with ZeRO-2 on 2 ranks matches it on
+one; a layout that needs more processes than it has is refused."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def single():
     return losses, _validation(run)
 
 
-@pytest.mark.parametrize("layout", ["dp", "tp", "zero --zero-stage 3"])
+@pytest.mark.parametrize("layout", ["dp", "tp", "zero --zero-stage 3 --checkpointing"])
 def test_parallel_runs_match_one_process(single, layout):
     run = launch(2, EXAMPLE, *TINY, "--parallel", *layout.split(), timeout=300)
     assert not run.left_behind, run.describe()
