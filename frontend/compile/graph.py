@@ -156,10 +156,13 @@ class GraphEngine:
         scaler = self.grad_scaler
         if scaler is not None:
             autograd.OUTPUT_HOOK[0] = scaler.scale  # loss.backward() differentiates loss * scale
+        layout = getattr(config, "grad_layout", None)
+        if config.gradient_accumulation_steps == 1:  # else once, on the accumulated sum
+            autograd.GRAD_HOOK[0] = layout
         try:
             with _amp(config):
                 out = self._forward_backward(build, config, params, args)
-            autograd.OUTPUT_HOOK[0] = None
+            autograd.OUTPUT_HOOK[0] = autograd.GRAD_HOOK[0] = None
             with _phase("update", 0, self.stages):
                 run = getattr(config, "optimizer_step", None)  # ZeRO's sharded update
                 if scaler is not None:
@@ -168,7 +171,7 @@ class GraphEngine:
                     for opt in self.optimizers:
                         run(opt) if run is not None else opt.step()
         finally:
-            autograd.OUTPUT_HOOK[0] = None
+            autograd.OUTPUT_HOOK[0] = autograd.GRAD_HOOK[0] = None
             for p, g in zip(params, saved_grads):
                 p.grad = g
         return out
@@ -185,9 +188,12 @@ class GraphEngine:
                 outs.append(build(*chunk))
         with _phase("update", 0, self.stages):
             out = _merge_outputs(outs) if n > 1 else outs[0]
+            layout = getattr(config, "grad_layout", None)
             for p in params:
                 if p.grad is not None and n > 1:
                     p.grad = p.grad / n
+                    if layout is not None:
+                        p.grad = layout(p, p.grad)
         return out
 
     def _new_state(self, trace) -> list[Tensor]:

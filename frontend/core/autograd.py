@@ -301,10 +301,17 @@ def _apply_hooks(hooks: dict, g, t):
     return g
 
 
+# set while nn.Graph traces a step: (leaf, gradient) -> the gradient laid out as the
+# step keeps it (a global parameter's gradient boxed to the parameter's SBP)
+GRAD_HOOK: list[Callable | None] = [None]
+
+
 def _keep_grad(t, g, create_graph: bool) -> None:
     """Accumulate `g` into `t.grad` (a leaf's gradient, or a retained one)."""
     if not create_graph:
         g = g.detach()
+    if GRAD_HOOK[0] is not None:
+        g = GRAD_HOOK[0](t, g)
     t.grad = g if t.grad is None else (t.grad + g)
 
 

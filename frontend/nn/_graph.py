@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 
 from flow.compile.graph import GraphEngine
+from flow.distributed.placement import is_global, sbp
 
 from ._module import Module, _describe, recording_calls
 from ._pipeline import check_stages
@@ -55,6 +56,19 @@ class GraphConfig:
 
         check_zero_args(mode, stage, shard_min_size, shard_restore_level)
         self.zero = dict(stage=stage, shard_min_size=shard_min_size) if mode else None
+
+    def grad_layout(self, param, grad):
+        """A global parameter's gradient as the traced step keeps it: boxed to the
+        parameter's SBP (partial sums all-reduced once, right after backward, as OneFlow
+        does), or reduce-scattered to S(0) for a parameter ZeRO stage 2 shards. So
+        gradient clipping and the update read it as it is, with no boxing of their own."""
+        if not is_global(param):
+            return grad
+        want = list(param.sbp)
+        if self._zero_plan is not None and self._zero_plan.shards_grad(param):
+            want = [sbp.split(0)]
+        # traced, a redistribution: flow-infer-sbp boxes only what is not laid out so
+        return grad.to_global(placement=param.placement, sbp=want)
 
     def optimizer_step(self, opt) -> None:
         """How the traced step runs `opt.step()`: sharded under ZeRO, else as it is."""

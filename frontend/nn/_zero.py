@@ -121,6 +121,11 @@ class ZeroPlan:
             for mod, name, p in swapped:
                 mod._parameters[name] = p
 
+    def shards_grad(self, p) -> bool:
+        """Whether `p`'s gradient is kept S(0) (reduce-scattered): stage 2's sharded
+        parameters (stage 3's gradients are S(0) as their parameters are)."""
+        return self.stage == 2 and id(p) in self.sharded
+
     def optimizer_step(self, opt) -> None:
         """`opt.step()` in the traced step, on S(0) parameters and gradients."""
         s0, b = sbp.split(0), sbp.broadcast

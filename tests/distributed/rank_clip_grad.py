@@ -14,6 +14,8 @@ import flow
 import flow.env
 import flow.nn as nn
 from flow.distributed.placement import placement, sbp
+from flow.lowering import run_pipeline
+from flow.lowering.print_comm_plan import communication_plan
 
 rank, world = flow.env.get_rank(), flow.env.get_world_size()
 S, B = sbp.split, sbp.broadcast
@@ -85,8 +87,22 @@ class ClipStep(nn.Graph):
 XD = np.random.default_rng(3).standard_normal((8, 4)).astype(np.float32)
 one, dp = deep(), deep().to_global(pl, B)
 want_loss = ClipStep(one)(flow.tensor(XD)).numpy()
-got_loss = ClipStep(dp)(flow.tensor(XD).to_global(pl, B).to_global(sbp=sbp.split(0))).numpy()
+dp_step = ClipStep(dp)
+got_loss = dp_step(flow.tensor(XD).to_global(pl, B).to_global(sbp=sbp.split(0))).numpy()
 close(got_loss, want_loss, "40-parameter data-parallel clipped step: loss")
 for (name, p), q in zip(dp.named_parameters(), one.parameters()):
     close(p.numpy(), q.numpy(), f"40-parameter data-parallel clipped step: {name}")
+
+# each gradient is all-reduced once, right after backward (boxed to its parameter's B), and
+# the norm and the update read it so: no other collective in the step
+m = dp_step._engine.last_lowered.module.clone()
+run_pipeline(m, f"flow-infer-sbp,flow-partition{{rank={rank}}}")
+plan = [line for line in communication_plan(m)  # local slices and partials: no traffic
+        if not line.startswith(("flow.local_slice", "flow.local_partial"))]  # fmt: skip
+reduced = sorted(int(line.split("(")[1].split()[0]) for line in plan
+                 if line.startswith("flow.all_reduce"))  # fmt: skip
+want = sorted(p.numel() * 4 for p in dp.parameters())
+check(reduced == want and len(plan) == len(want),
+      f"one all-reduce per gradient and nothing else: {len(plan)} collectives, "
+      f"all-reduced bytes {reduced}, gradients {want}")  # fmt: skip
 check.done()

@@ -42,12 +42,16 @@ class ZeroStep(Step):
             self.config.enable_zero(True, stage=stage, shard_min_size=1)
 
 
-def collectives(graph) -> dict[str, int]:
-    """This rank's collectives per step in the last compiled step, by kind."""
+def _lowered(graph):
     m = graph._engine.last_lowered.module.clone()
     run_pipeline(m, f"flow-infer-sbp,flow-partition{{rank={rank}}}")
+    return m
+
+
+def collectives(graph) -> dict[str, int]:
+    """This rank's collectives per step in the last compiled step, by kind."""
     kinds: dict[str, int] = {}
-    for line in communication_plan(m):
+    for line in communication_plan(_lowered(graph)):
         kinds[line.split()[0]] = kinds.get(line.split()[0], 0) + 1
     return kinds
 
@@ -97,6 +101,18 @@ for name in OPTS:
         check(len(graph._compiled) == 1, f"{tag}: one steady-step program")
         kinds = collectives(graph)
         n = sum(p.shape[0] >= world for p in model.parameters())  # sharded parameters
+        if stage in (0, 2):  # each gradient boxed once, after backward: no other traffic
+            params = list(model.parameters())
+            typed = {f"tensor<{'x'.join(map(str, p.shape))}xf32>" for p in params}
+            boxed = sorted(line.split()[:2] for line in communication_plan(_lowered(graph))
+                           if line.split()[1] in typed and "local_" not in line.split()[0])
+            expected = []
+            for p in params:
+                ty = f"tensor<{'x'.join(map(str, p.shape))}xf32>"
+                kind = "all_reduce" if stage == 0 or p.shape[0] < world else "reduce_scatter"
+                expected.append([f"flow.{kind}", ty])  # (all-gathers name the shards' types)
+            check(boxed == sorted(expected), f"{tag}: collectives of parameter shapes "
+                                             f"{boxed}, expected {sorted(expected)}")  # fmt: skip
         if stage == 1:
             check(kinds.get("flow.all_reduce", 0) >= n and kinds.get("flow.all_gather", 0) >= n,
                   f"{tag}: all-reduce, then all-gather of the new parameters: {kinds}")  # fmt: skip
