@@ -225,7 +225,8 @@ class GraphEngine:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The optimizers' and schedulers' states and the step count, by `state_keys`."""
+        """The optimizers', schedulers' and grad scaler's states and the step count, by
+        `state_keys`."""
         from flow.ops.basic import tensor
 
         out: dict[str, Any] = {}
@@ -248,8 +249,10 @@ class GraphEngine:
             self.step_count = int(step.item() if isinstance(step, Tensor) else step)
 
     def _stateful(self) -> list[tuple[str, Any]]:
+        scaler = [] if self.grad_scaler is None else [("_grad_scaler", self.grad_scaler)]
         return ([(f"_optimizer_{i}", opt) for i, opt in enumerate(self.optimizers)]
-                + [(f"_lr_scheduler_{i}", s) for i, s in enumerate(self.schedulers)])  # fmt: skip
+                + [(f"_lr_scheduler_{i}", s) for i, s in enumerate(self.schedulers)]
+                + scaler)  # fmt: skip
 
 
 def _amp(config: Any):

@@ -195,3 +195,37 @@ def test_enable_amp_after_a_call_traces_a_new_step():
     g.config.enable_amp(True)
     g(x, y)
     assert "bf16" in g.ir()
+
+
+def test_graph_state_dict_carries_the_grad_scaler(tmp_path):
+    """The scale and its growth counter are part of the graph's state: a graph resumed from
+    `flow.save(graph.state_dict())` scales, skips and grows as the graph that went on."""
+    def run(scaler, g, steps):
+        out = []
+        for seed, sc in steps:
+            x, y = _data(seed, sc)
+            out.append(float(g(x, y).item()))
+        return out, scaler.get_scale()
+
+    inf = np.float32(np.inf)
+    first, rest = [(0, 1.0), (1, inf), (2, 1.0)], [(3, 1.0), (4, 1.0), (1, inf), (5, 1.0)]
+    model, opt = _setup()
+    scaler = flow.amp.GradScaler(init_scale=2.0**10, growth_interval=2)
+    g = _graph(model, opt, amp=True, scaler=scaler)
+    run(scaler, g, first)
+    state = g.state_dict()
+    assert state["_grad_scaler"]["scale"] == 2.0**9
+    assert state["_grad_scaler"]["_growth_tracker"] == 1
+    flow.save(state, str(tmp_path / "ckpt"))
+    want, want_scale = run(scaler, g, rest)
+
+    model2, opt2 = _setup(seed=7)  # other weights: all of them come from the checkpoint
+    scaler2 = flow.amp.GradScaler(init_scale=2.0**3, growth_interval=2)
+    g2 = _graph(model2, opt2, amp=True, scaler=scaler2)
+    g2.load_state_dict(flow.load(str(tmp_path / "ckpt")))
+    assert scaler2.get_scale() == 2.0**9
+    got, got_scale = run(scaler2, g2, rest)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert got_scale == want_scale == 2.0**9  # grew once (2 finite steps), then halved
+    for a, b in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6)
