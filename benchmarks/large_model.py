@@ -13,8 +13,8 @@ Per rank (rank 0 printed; the ranks are symmetric):
   (the local shards), and gradients as the step holds them (S(0) for ZeRO 2/3's sharded
   parameters, otherwise the parameter's own layout);
 - **IREE peak**: the peak of the device allocator's bytes in the process (parameters,
-  state, gradients, activations and temporaries: every buffer of the steps), every run on
-  the `local-sync` cpu driver;
+  state, gradients, activations and temporaries: every buffer of the steps), every run of
+  ranks on the `local-sync` cpu driver (one process: on the default `local-task`);
 - **step ms**: the median of the timed steps;
 - **wire bytes per step**: this rank's sends in the per-rank program's collectives, by the
   ring algorithm (all-reduce of b bytes: 2(R-1)/R·b; reduce-scatter: (R-1)/R·b;
@@ -124,10 +124,14 @@ def child(args) -> None:
 
 
 def _run(argv: list[str], ranks: int, timeout: float = 900) -> dict | None:
-    # one cpu driver for every run, so that the allocator peaks compare (the launcher picks
-    # local-sync when the ranks fill the cores; its allocator is the one read)
-    env = {**os.environ, "FLOW_SYNC_COMPILE": "1", "FLOW_VERBOSE": "0",
-           "FLOW_CPU_DRIVER": "local-sync"}  # fmt: skip
+    # one process runs on the cpu target's own driver (multi-threaded local-task), as a user's
+    # step does and as torch uses the cores; every run of ranks on local-sync, which the
+    # launcher picks when the ranks fill the cores, so that their allocator peaks compare
+    env = {**os.environ, "FLOW_SYNC_COMPILE": "1", "FLOW_VERBOSE": "0"}
+    if ranks > 1:
+        env["FLOW_CPU_DRIVER"] = "local-sync"
+    else:
+        env.pop("FLOW_CPU_DRIVER", None)
     cmd = [sys.executable, os.path.abspath(__file__), "--ranks", str(ranks), *argv]
     if ranks > 1:
         cmd = [sys.executable, "-m", "flow.tools.run", "-n", str(ranks), *cmd[1:]]
