@@ -13,8 +13,9 @@ Per rank (rank 0 printed; the ranks are symmetric):
   (the local shards), and gradients as the step holds them (S(0) for ZeRO 2/3's sharded
   parameters, otherwise the parameter's own layout);
 - **IREE peak**: the peak of the device allocator's bytes in the process (parameters,
-  state, gradients, activations and temporaries: every buffer of the steps), every run of
-  ranks on the `local-sync` cpu driver (one process: on the default `local-task`);
+  state, gradients, activations and temporaries: every buffer of the steps), every run on
+  the `local-sync` cpu driver (local-task's allocator statistics do not count the steps'
+  transient buffers);
 - **step ms**: the median of the timed steps;
 - **wire bytes per step**: this rank's sends in the per-rank program's collectives, by the
   ring algorithm (all-reduce of b bytes: 2(R-1)/R·b; reduce-scatter: (R-1)/R·b;
@@ -25,7 +26,8 @@ Per rank (rank 0 printed; the ranks are symmetric):
   kept for the backward pass); tp 4 all-reduces of the activations per block (two
   forward, two backward). A ratio above 1 is traffic beyond the layout's own.
 On one process, the same step (no layout) against PyTorch eager and torch.compile
-(the same GPT in torch: `_torch_gpt`), and with checkpointing; the blocks' memory is the IREE
+(the same GPT in torch: `_torch_gpt`), timed on the cpu target's default driver (local-task,
+both cores, as torch) and on local-sync, and with checkpointing; the blocks' memory is the IREE
 peak less that of the same model without blocks (`--layers 0`). Ratios, not a timed test.
 """
 
@@ -123,15 +125,15 @@ def child(args) -> None:
         print(MARK + json.dumps(out), flush=True)
 
 
-def _run(argv: list[str], ranks: int, timeout: float = 900) -> dict | None:
-    # one process runs on the cpu target's own driver (multi-threaded local-task), as a user's
-    # step does and as torch uses the cores; every run of ranks on local-sync, which the
-    # launcher picks when the ranks fill the cores, so that their allocator peaks compare
+def _run(argv: list[str], ranks: int, driver: str | None = "local-sync",
+         timeout: float = 900) -> dict | None:  # fmt: skip
+    # the allocator peaks compare on one cpu driver, local-sync (which the launcher picks when
+    # the ranks fill the cores); `driver=None`: the cpu target's own (multi-threaded
+    # local-task), as a user's one-process step runs and as torch uses the cores
     env = {**os.environ, "FLOW_SYNC_COMPILE": "1", "FLOW_VERBOSE": "0"}
-    if ranks > 1:
-        env["FLOW_CPU_DRIVER"] = "local-sync"
-    else:
-        env.pop("FLOW_CPU_DRIVER", None)
+    env.pop("FLOW_CPU_DRIVER", None)
+    if driver is not None:
+        env["FLOW_CPU_DRIVER"] = driver
     cmd = [sys.executable, os.path.abspath(__file__), "--ranks", str(ranks), *argv]
     if ranks > 1:
         cmd = [sys.executable, "-m", "flow.tools.run", "-n", str(ranks), *cmd[1:]]
@@ -200,22 +202,24 @@ def main(argv: list[str] | None = None) -> list[Goal]:
 
     print(f"GPT step (AdamW, clipping; dim {args.dim}, {args.layers} layers, context "
           f"{args.context}, batch {args.batch_size}) on one process [{machine()}]")
+    timed = _run(["--child", "none", *shape], 1, driver=None)
     single = _run(["--child", "none", *shape], 1)
     single_ckpt = _run(["--child", "none+ckpt", *shape], 1)
     no_blocks = _run(["--child", "none", *shape[:-1], "0"], 1)
     eager, compiled = torch_step_ms(args)
-    rows = {"flow nn.Graph": single and single["ms"],
-            "flow nn.Graph, checkpointing": single_ckpt and single_ckpt["ms"],
-            "torch eager": eager, "torch.compile": compiled}  # fmt: skip
-    print(f"  {'':30} {'step ms':>9} {'torch eager / it':>17} {'IREE peak MB':>13}")
-    for name, ms in rows.items():
+    rows = {"flow nn.Graph": (timed, None),
+            "flow nn.Graph, local-sync": (single, single),
+            "flow nn.Graph, local-sync, ckpt": (single_ckpt, single_ckpt),
+            "torch eager": (eager, None), "torch.compile": (compiled, None)}  # fmt: skip
+    print(f"  {'':32} {'step ms':>9} {'torch eager / it':>17} {'IREE peak MB':>13}")
+    for name, (run, peak) in rows.items():
+        ms = run["ms"] if isinstance(run, dict) else run
         ratio = f"{eager / ms:16.2f}x" if ms and eager else f"{'n/a':>17}"
-        peak = {"flow nn.Graph": single, "flow nn.Graph, checkpointing": single_ckpt}.get(name)
         mb = f"{peak['peak'] / 2**20:13.2f}" if peak else f"{'':>13}"
-        print(f"  {name:30} {ms or float('nan'):9.2f} {ratio} {mb}")
-    if single and eager:
+        print(f"  {name:32} {ms or float('nan'):9.2f} {ratio} {mb}")
+    if timed and eager:
         goals.append(Goal("gpt step", "torch eager / flow nn.Graph step time (1 process)",
-                          eager / single["ms"], 1.0))  # fmt: skip
+                          eager / timed["ms"], 1.0))  # fmt: skip
     if single and single_ckpt and no_blocks:
         plain, ckpt = (r["peak"] - no_blocks["peak"] for r in (single, single_ckpt))
         print(f"  blocks' memory (IREE peak less the model without blocks): {plain / 2**20:.2f} "
