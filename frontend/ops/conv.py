@@ -2,7 +2,8 @@
 names, defaults, padding modes (`valid`, `same`) and validation; the transposed convolutions
 `conv_transpose1d` / `2d` / `3d`, the input gradient of a convolution (`transposed_conv` of
 primitives/window.py, which conv's VJP uses too); and `unfold` / `fold` (im2col and its
-adjoint), a convolution and a transposed convolution with a one-hot kernel."""
+adjoint), strided slices of the padded input and their scatters (no arithmetic: an inf or NaN
+stays in its own entries)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from flow.core.tensor import Tensor
 from flow.ops.basic import as_tensor, reshape
 from flow.ops.window import _ntuple, _spatial_input
 from flow.primitives.registry import bind
-from flow.primitives.window import host_tensor, transposed_conv
+from flow.primitives.movement import scatter_slice, slice_dims
+from flow.primitives.window import transposed_conv
 
 
 def _conv_padding(
@@ -209,33 +211,37 @@ def _blocks(op: str, sizes, kernel, dilation, padding, stride, what: str) -> lis
     return blocks
 
 
-def _one_hot_kernel(kernel, dtype) -> Tensor:
-    """(K, 1, kH, kW) with a single 1 at block offset j in output channel j (K = kH * kW)."""
-    k = math.prod(kernel)
-    return host_tensor(np.eye(k).astype(dtype.np_dtype).reshape(k, 1, *kernel))
+def _offsets(kernel, dilation):
+    """The (row, column) offset of each kernel entry in a block, row-major."""
+    return [(i * dilation[0], j * dilation[1])
+            for i in range(kernel[0]) for j in range(kernel[1])]  # fmt: skip
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sliding blocks of (N, C, H, W) or (C, H, W) as columns (N, C * kH * kW, L) (im2col), each
     column ordered by channel, then kernel row, then kernel column, L blocks in row-major order.
 
-    One convolution of the channels as the batch with a one-hot kernel: an inf or NaN spreads
-    to the columns of every block whose window holds it (0 * inf), unlike PyTorch's copy."""
+    One strided slice of the zero-padded input per kernel entry, stacked: a copy, so an inf or
+    NaN lands in the columns that hold it and nowhere else, as in PyTorch."""
     op = "unfold"
     x = _spatial_input(op, input, 2, float_only=True)
     kernel, dilation, pads, stride = _block_args(op, kernel_size, dilation, padding, stride)
     blocks = _blocks(op, x.shape[-2:], kernel, dilation, pads, stride, "input size")
-    lead, (h, w) = tuple(x.shape[:-2]), x.shape[-2:]
-    k = math.prod(kernel)
-    cols = bind(P.conv, reshape(x, math.prod(lead), 1, h, w), _one_hot_kernel(kernel, x.dtype),
-                strides=stride, dilations=dilation, padding=tuple((p, p) for p in pads),
-                groups=1)  # fmt: skip
-    return reshape(cols, *lead[:-1], lead[-1] * k, math.prod(blocks))
+    lead, n = tuple(x.shape[:-2]), x.ndim
+    if any(pads):
+        x = bind(P.pad, x, low=(0,) * (n - 2) + tuple(pads), high=(0,) * (n - 2) + tuple(pads),
+                 value=0.0, dtype=x.dtype)  # fmt: skip
+    parts = [reshape(slice_dims(x, {n - 2: (r, blocks[0], stride[0]),
+                                    n - 1: (c, blocks[1], stride[1])}), *lead, 1, *blocks)
+             for r, c in _offsets(kernel, dilation)]  # fmt: skip
+    cols = bind(P.concat, *parts, dim=n - 2) if len(parts) > 1 else parts[0]
+    return reshape(cols, *lead[:-1], lead[-1] * len(parts), math.prod(blocks))
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """Sum the columns (N, C * kH * kW, L) or (C * kH * kW, L) back into (N, C, *output_size)
-    (col2im, the adjoint of `unfold`): one transposed convolution with the one-hot kernel."""
+    (col2im, the adjoint of `unfold`): each kernel entry's columns scattered where `unfold`
+    read them (pads and reshapes, no products), and the scatters added."""
     op = "fold"
     x = as_tensor(input)
     if x.ndim not in (2, 3):
@@ -262,10 +268,19 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Te
                            f"padding={list(pads)}, stride={list(stride)}: "
                            f"{' x '.join(map(str, blocks))} = {math.prod(blocks)}")  # fmt: skip
     lead = tuple(x.shape[:-2])
-    cols = reshape(x, math.prod(lead) * (ck // k), k, *blocks)
-    out = transposed_conv(cols, _one_hot_kernel(kernel, x.dtype), sizes, stride, dilation,
-                          tuple((p, p) for p in pads), 1)  # fmt: skip
-    return reshape(out, *lead, ck // k, *sizes)
+    cols = reshape(x, *lead, ck // k, k, *blocks)
+    n = cols.ndim - 1  # the ndim of the padded output (..., C, H + 2ph, W + 2pw)
+    padded = (*lead, ck // k, sizes[0] + 2 * pads[0], sizes[1] + 2 * pads[1])
+    out = None
+    for e, (r, c) in enumerate(_offsets(kernel, dilation)):
+        part = reshape(slice_dims(cols, {n - 2: (e, 1, 1)}), *lead, ck // k, *blocks)
+        spread = scatter_slice(part, padded, start=(0,) * (n - 2) + (r, c),
+                               strides=(1,) * (n - 2) + tuple(stride),
+                               sizes=(*lead, ck // k, *blocks))  # fmt: skip
+        out = spread if out is None else out + spread
+    if any(pads):
+        out = slice_dims(out, {n - 2: (pads[0], sizes[0], 1), n - 1: (pads[1], sizes[1], 1)})
+    return out
 
 
 TENSOR_METHODS: dict = {}

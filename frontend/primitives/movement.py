@@ -3,7 +3,8 @@ lowering/_movement.py).
 
 Each numpy kernel is registered against its dialect op with its VJP right after it, written
 with `bind` on primitives so that inside a trace the backward pass becomes IR like the
-forward pass. `slice_dims` and `slice_dim` are the one-slice helpers the ops build on.
+forward pass. `slice_dims` and `slice_dim` (one slice) and `scatter_slice` (its adjoint) are the
+helpers the ops build on.
 """
 
 from __future__ import annotations
@@ -63,10 +64,6 @@ def _cast(x: Tensor, dtype: _dtypes.dtype) -> Tensor:
     return x if x.dtype is dtype else bind(cast, x, dtype=dtype)
 
 
-def _zeros_of(t: Tensor) -> Tensor:
-    return bind(full, value=0, shape=tuple(t.shape), dtype=t.dtype)
-
-
 def _pad_dim(g: Tensor, d: int, low: int, high: int) -> Tensor:
     """Zero-pad (or, for negative amounts, crop) dim `d` of `g`."""
     if low < 0 or high < 0:
@@ -93,23 +90,31 @@ def slice_(x, *, start, strides, sizes):
     return x[tuple(index)]
 
 
-def _slice_vjp(ct, x, out, *, start, strides, sizes):
-    """Scatter the slice's cotangent back into zeros of `x`'s shape, one dim at a time."""
+def scatter_slice(ct: Tensor, shape, *, start, strides, sizes) -> Tensor:
+    """Zeros of `shape` holding `ct` where `slice_(start, strides, sizes)` reads (the slice's
+    adjoint), built one dim at a time from pads and reshapes: no arithmetic, so an inf or NaN
+    stays in its own entry."""
+    shape = tuple(shape)
     if any(k == 0 for k in sizes):
-        return (_zeros_of(x),)
+        return bind(full, value=0, shape=shape, dtype=ct.dtype)
     g = ct
     for d, (s, st, k) in enumerate(zip(start, strides, sizes)):
         if st < 0:  # reverse, so positions run upward from the last element read
             g = slice_dim(g, d, k - 1, k, -1)
             s, st = s + (k - 1) * st, -st
         if st > 1:  # spread the k values st apart: (.., k, 1, ..) -> pad -> (.., k*st, ..)
-            shape = list(g.shape)
-            g = _reshape(g, (*shape[: d + 1], 1, *shape[d + 1 :]))
+            now = list(g.shape)
+            g = _reshape(g, (*now[: d + 1], 1, *now[d + 1 :]))
             g = _pad_dim(g, d + 1, 0, st - 1)
-            g = _reshape(g, (*shape[:d], k * st, *shape[d + 1 :]))
+            g = _reshape(g, (*now[:d], k * st, *now[d + 1 :]))
             g = slice_dim(g, d, 0, (k - 1) * st + 1)
-        g = _pad_dim(g, d, s, x.shape[d] - s - g.shape[d])
-    return (g,)
+        g = _pad_dim(g, d, s, shape[d] - s - g.shape[d])
+    return g
+
+
+def _slice_vjp(ct, x, out, *, start, strides, sizes):
+    """Scatter the slice's cotangent back into zeros of `x`'s shape."""
+    return (scatter_slice(ct, x.shape, start=start, strides=strides, sizes=sizes),)
 
 
 slice_.vjp = _slice_vjp

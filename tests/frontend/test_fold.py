@@ -160,6 +160,27 @@ def test_jit_matches_eager(rng):
     np.testing.assert_allclose(want[0].numpy(), ref_unfold(x, **kw), rtol=1e-6)
 
 
+@pytest.mark.parametrize(("size", "kw"), CASES, ids=IDS)
+def test_inf_and_nan_stay_in_their_own_entries(rng, size, kw):
+    """A copy and its adjoint: a non-finite value reaches only the columns (and the output
+    positions) that hold it, eager and compiled, as the loop references say."""
+    x = rng.standard_normal((2, 3, *size)).astype(np.float32)
+    x[0, 1, 1, 2], x[1, 2, 0, 0] = np.inf, np.nan
+    cols = ref_unfold(x, **kw)
+    y = rng.standard_normal(cols.shape).astype(np.float32)
+    y[0, 0, 0], y[1, -1, -1] = -np.inf, np.nan
+    for unfold, fold in ((F.unfold, F.fold),
+                         (flow.jit(lambda t: F.unfold(t, **kw)),
+                          flow.jit(lambda t: F.fold(t, size, **kw)))):  # fmt: skip
+        if unfold is F.unfold:
+            got_u, got_f = unfold(flow.tensor(x), **kw), fold(flow.tensor(y), size, **kw)
+        else:
+            got_u, got_f = unfold(flow.tensor(x)), fold(flow.tensor(y))
+        np.testing.assert_array_equal(got_u.numpy(), cols)  # inf, nan and the exact copies
+        np.testing.assert_allclose(got_f.numpy(), ref_fold(y, size, **kw), rtol=1e-5,
+                                   atol=1e-6)  # fmt: skip
+
+
 # --------------------------------------------------------------------------- errors
 
 
