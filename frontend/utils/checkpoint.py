@@ -29,8 +29,6 @@ import contextlib
 import warnings
 from collections.abc import Callable
 
-from xdsl.ir import BlockArgument
-
 from flow.core import autograd as ag
 from flow.core.pytree import leaves
 from flow.core.tensor import Tensor
@@ -186,6 +184,8 @@ def _wall_off(trace, start, n_args: int, dep: Tensor) -> None:
     passes on). A token that only its barrier reads takes the lifetime of its value; one
     token shared by several barriers would tie them all together.
     """
+    from xdsl.ir import BlockArgument
+
     from flow.core import dtypes
     from flow.primitives import bind, cast, optimization_barrier, reduce
 
