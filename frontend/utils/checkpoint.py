@@ -15,9 +15,9 @@ inputs, the parameters and buffers it uses, its random keys) passes through a
 `flow.optimization_barrier` tied to the incoming gradient. So the compiler can neither merge
 a recomputed op with its forward original (which would keep that activation alive from the
 forward pass to the backward pass) nor compute it before the backward pass reaches the
-block. A block that updates state (an eager tensor such
-as BatchNorm's running statistics) is refused when traced, as its update would run twice;
-in eager mode it runs twice, as in PyTorch.
+block. A block that updates state (an eager tensor such as BatchNorm's running statistics)
+is refused when traced, as its update would run twice; in eager mode it runs twice, as in
+PyTorch.
 
 `use_reentrant=True` keeps PyTorch's older variant's rules: no keyword arguments, and the
 outputs require grad only if a tensor argument does (else a warning, and no gradients).
@@ -173,9 +173,9 @@ _INPUT_FREE = ("flow.constant", "flow.full", "flow.iota")
 
 def _wall_off(trace, start, n_args: int, dep: Tensor) -> None:
     """Put the values from before `start` (and the first `n_args` arguments) that the ops
-    emitted after it read behind one barrier each, tied to `dep`: the ops after `start` (a recomputed block and its backward
-    pass) then compute new values, which the compiler cannot merge with the forward pass's,
-    nor compute before `dep` exists.
+    emitted after it read behind one barrier each, tied to `dep`: the ops after `start` (a
+    recomputed block and its backward pass) then compute new values, which the compiler
+    cannot merge with the forward pass's, nor compute before `dep` exists.
 
     Each barrier is tied to a token of its own, a scalar computed from `dep`, rather than
     to `dep` itself: IREE 3.13 requires all operands of a `util.optimization_barrier` to
