@@ -101,6 +101,16 @@ def goals_table(goals: list[Goal]) -> None:
         print(f"{g.case:14} {g.what:52} {g.ratio:7.2f} {g.target:7.2f}  {'yes' if g.met else 'NO'}")
 
 
+def settle(staged) -> None:
+    """Wait until every program of a `flow.jit` or `nn.Graph` is compiled: a new program runs
+    interpreted while IREE compiles it in the background, and steady-state figures are of the
+    compiled tier. Call it after the first call, before warming up."""
+    programs = staged._compiled if hasattr(staged, "_compiled") else staged._cache
+    for program in list(programs.values()):
+        if hasattr(program, "wait"):
+            program.wait()
+
+
 def train_step(model, optimizer, loss_fn, *, target: str | None = None, **options):
     """An `nn.Graph` training step: `loss_fn(model(x), y)`, its backward and the update
     (`options`: more of nn.Graph's, such as `sync_compile` or `dynamic`)."""

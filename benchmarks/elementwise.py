@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _bench import Goal, interleaved, optional, table
+from _bench import Goal, interleaved, optional, settle, table
 
 N = 16 * 2**20
 
@@ -41,7 +41,12 @@ def run(rounds: int = 7) -> list[Goal]:
     expected = chain(x, lambda v: np.maximum(v, 0), np.abs)
 
     f = flow.jit(lambda v: chain(v, flow.relu, flow.abs))
-    on_device = flow.jit(lambda v: v + 0.0)(x)  # a device-resident copy of x
+    copy = flow.jit(lambda v: v + 0.0)
+    copy(x)
+    settle(copy)
+    on_device = copy(x)  # a device-resident copy of x
+    f(on_device)
+    settle(f)
     runtime.reset_transfer_stats()
     np.testing.assert_allclose(f(on_device).numpy(), expected, rtol=1e-6)
     if runtime.transfer_stats().uploads:
