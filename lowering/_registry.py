@@ -30,8 +30,11 @@ from xdsl.utils.arg_spec import ArgSpec, ArgSpecParseError, parse_pipeline
 PIPELINES: dict[str, list[str]] = {
     # Everything needed for the hand-off: afterwards no flow op or attribute remains.
     # dce runs first: flow ops are Pure, while xDSL cannot prove linalg.generic dead.
+    # `blas`: which matrix products call the host's BLAS (none, auto, all; the frontend
+    # passes auto for the cpu target of this host).
     "flow-to-iree-input": [
         "flow-fold-transposes",
+        "flow-gemm-to-blas{policy=$blas}",
         "flow-sink-negation",
         "dce",
         "flow-fuse-elementwise",
@@ -44,7 +47,7 @@ PIPELINES: dict[str, list[str]] = {
         "flow-pipeline-schedule{rank=$rank}",
         "flow-print-comm-plan{rank=$rank}",
         "flow-lower-collectives{rank=$rank}",
-        "flow-to-iree-input",
+        "flow-to-iree-input{blas=$blas}",
     ],
     # The same with IREE's native collectives (cuda, rocm: NCCL / RCCL channels), split from
     # the channel table of the global program, which is recorded before partitioning.
@@ -54,7 +57,7 @@ PIPELINES: dict[str, list[str]] = {
         "flow-pipeline-schedule{rank=$rank}",
         "flow-print-comm-plan{rank=$rank}",
         "flow-lower-collectives-native{rank=$rank}",
-        "flow-to-iree-input",
+        "flow-to-iree-input{blas=$blas}",
     ],
 }
 """Named pipelines: name -> pass specs, run in order (`$option`: the pipeline's option)."""
@@ -74,6 +77,7 @@ FLOW_PASSES: dict[str, str] = {
     "flow-lower-to-linalg": "lower_to_linalg:LowerToLinalgPass",
     "flow-fold-transposes": "fold_transposes:FoldTransposesPass",
     "flow-sink-negation": "sink_negation:SinkNegationPass",
+    "flow-gemm-to-blas": "gemm_to_blas:GemmToBlasPass",
     "flow-fuse-elementwise": "fuse_elementwise:FuseElementwisePass",
     "flow-infer-sbp": "infer_sbp:InferSbpPass",
     "flow-boxing-to-collectives": "boxing_to_collectives:BoxingToCollectivesPass",
@@ -84,6 +88,7 @@ FLOW_PASSES: dict[str, str] = {
     "flow-lower-collectives": "lower_collectives:LowerCollectivesPass",
     "flow-lower-collectives-native": "lower_collectives_native:LowerCollectivesNativePass",
     # Named pipelines with options: their class holds the options, PIPELINES their steps.
+    "flow-to-iree-input": "to_iree_input:ToIreeInputPass",
     "flow-partition-to-iree-input": "partition_to_iree_input:PartitionToIreeInputPass",
     "flow-partition-to-iree-input-native":
         "partition_to_iree_input:PartitionToIreeInputNativePass",

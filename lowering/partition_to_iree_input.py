@@ -33,6 +33,8 @@ class PartitionToIreeInputPass(PipelinePass):
     name = "flow-partition-to-iree-input"
     rank: int = -1
     """The rank whose program to make; -1: the one program every rank runs (even splits)."""
+    blas: str = "none"
+    """As for `flow-to-iree-input` (lowering/to_iree_input.py)."""
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,9 @@ device (through its base), so the device goes only with the last of them.
 ``FLOW_CPU_DRIVER`` (``local-task`` or ``local-sync``) overrides the cpu target's default driver:
 the launcher sets ``local-sync`` when there are at least as many ranks as cores, where each
 rank's ``local-task`` workers would compete for the same cores. ``load`` links the ``comm``
-module of :mod:`flow.targets.collectives` into programs that import it (MPI collectives).
+module of :mod:`flow.targets.collectives` into programs that import it (MPI collectives), and
+the ``blas`` module of :mod:`flow.targets.blas_module` into cpu programs that call the host's
+BLAS.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from typing import Any
 
 import iree.runtime as rt
 
+from .blas_abi import imported_products
+from .blas_module import create_module as create_blas_module
 from .calls import Function, TransferStats, forget_residents, reset_transfer_stats, transfer_stats
 from .comm_abi import imported_collectives
 from .comm_module import create_module
@@ -235,13 +239,21 @@ def load(
     if collectives is None:
         collectives = bool(imported_collectives(vmfb))
     config = device_config(tgt, drv)
-    imports: tuple[rt.VmModule, ...] = ()
-    keep_alive: Any = None
+    imports: list[rt.VmModule] = []
+    keep_alive: list[Any] = []  # the Python module interfaces behind the imports
     if collectives:
-        comm_module, keep_alive = create_module(
+        comm_module, iface = create_module(
             config.device, vmfb, groups, host_memory=drv in CPU_DRIVERS
         )
-        imports = (comm_module,)
+        imports.append(comm_module)
+        keep_alive.append(iface)
+    if imported_products(vmfb):
+        if drv not in CPU_DRIVERS:
+            raise LoadError(f"the module calls the host's BLAS (`blas` imports), which only a "
+                            f"cpu driver provides, not {drv!r}")  # fmt: skip
+        blas_module, iface = create_blas_module(config.device, vmfb)
+        imports.append(blas_module)
+        keep_alive.append(iface)
     try:
         vm_module = rt.VmModule.copy_buffer(config.vm_instance, vmfb)
         context = rt.SystemContext(vm_modules=(*imports, vm_module), config=config)

@@ -75,13 +75,15 @@ def lower_for_rank(
     (cuda, rocm), whose channels are split from the whole global program's channel table so
     that every rank creates the same channels."""
     from flow.targets import get_target
+    from flow.targets.blas_calibration import policy
 
     collectives = collectives or get_target(target).collectives
     if collectives not in ("comm", "native"):
         raise ValueError(f"collectives must be 'comm' or 'native', got {collectives!r}")
     pipeline = "flow-partition-to-iree-input" + ("-native" if collectives == "native" else "")
     work = module.clone()
-    run_pipeline(work, f"{'flow-infer-sbp,' if infer_sbp else ''}{pipeline}{{rank={rank}}}")
+    options = f"rank={rank} blas={policy(get_target(target))}"
+    run_pipeline(work, f"{'flow-infer-sbp,' if infer_sbp else ''}{pipeline}{{{options}}}")
     groups = comm_groups(work)
     work.attributes.pop(GROUPS_ATTR, None)  # nothing named flow.* crosses to IREE
     return to_iree_text(work), groups

@@ -105,7 +105,7 @@ class Lowered:
 
         shown = progress.status(f"compiling {self.name} for {tgt.name}")
         with contextlib.nullcontext(progress.Line("")) if in_child else shown as line:
-            lowered = run_pipeline(self.module.clone(), "flow-to-iree-input")
+            lowered = run_pipeline(self.module.clone(), handoff_pipeline(tgt))
             line.detail = f"{_kernels(lowered)} linalg ops"
             vmfb = compile_mlir(to_iree_text(lowered), tgt, in_child=in_child)
         key = self._front_key(tgt)
@@ -134,6 +134,15 @@ class Lowered:
         if tgt.name not in self._front_keys:
             self._front_keys[tgt.name] = front_key(self.module, tgt)
         return self._front_keys[tgt.name]
+
+
+def handoff_pipeline(tgt) -> str:
+    """The pipeline that lowers a local program for `tgt` to IREE input: on the cpu target of
+    this host, large matrix products call the host's BLAS where this machine's calibration
+    found it faster (`FLOW_BLAS` overrides; flow.targets.blas_calibration)."""
+    from flow.targets.blas_calibration import policy
+
+    return f"flow-to-iree-input{{blas={policy(tgt)}}}"
 
 
 def _kernels(module: ModuleOp) -> int:

@@ -4,7 +4,8 @@ Runs ``mpiexec -n N`` from the ``mpich`` Python package, every rank running ``sc
 ``flow.env`` initialised first, so that an exception on one rank aborts them all. The
 environment is passed through; when ranks are at least as many as the cores, ``FLOW_CPU_DRIVER``
 is set to ``local-sync`` (unless already set) so ranks do not compete with each other's
-``local-task`` worker threads. The exit code is the largest of the ranks'.
+``local-task`` worker threads, and BLAS (numpy's, which eager kernels and compiled GEMMs call)
+gets the cores per rank as its thread count (``OPENBLAS_NUM_THREADS``, unless already set). The exit code is the largest of the ranks'.
 
 Each rank runs under a supervisor (``flow.targets.faults``) that records on the run's board
 (a file in a run directory made here, ``FLOW_RUN_DIR``) how its process ended. A rank that ends
@@ -114,12 +115,14 @@ def launch_command(nproc: int, script: str, args: Sequence[str],
 def launch_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the ranks get: ours, without an enclosing launch's MPI variables, with
     ``FLOW_CPU_DRIVER=local-sync`` when ranks would oversubscribe the cores (``nproc``: the
-    ranks on one machine)."""
+    ranks on one machine), and ``OPENBLAS_NUM_THREADS`` the cores per rank (unless set)."""
     out = {k: v for k, v in (os.environ if env is None else env).items()}
     for var in _INHERITED_MPI_VARS:
         out.pop(var, None)
     if nproc >= _cpu_count() and not out.get("FLOW_CPU_DRIVER"):
         out["FLOW_CPU_DRIVER"] = "local-sync"
+    if not out.get("OPENBLAS_NUM_THREADS"):  # numpy's BLAS (eager kernels, compiled GEMMs)
+        out["OPENBLAS_NUM_THREADS"] = str(max(1, _cpu_count() // max(1, nproc)))
     return out
 
 

@@ -68,9 +68,12 @@ class LoadedGraph:
         from flow.lowering import run_pipeline, to_iree_text
         from flow.targets import compile_mlir, execution_target, get_target
 
+        from flow.compile.stages import handoff_pipeline
+
+        tgt = execution_target(get_target(target))
         module = parse_module(self._mlir, os.path.join(self.path, "graph.mlir"))
-        lowered = run_pipeline(module, "flow-to-iree-input")
-        return compile_mlir(to_iree_text(lowered), execution_target(get_target(target)))
+        lowered = run_pipeline(module, handoff_pipeline(tgt))
+        return compile_mlir(to_iree_text(lowered), tgt)
 
     def __call__(self, *args):
         name = f"{self.manifest['graph']} (exported)"

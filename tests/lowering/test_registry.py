@@ -32,8 +32,12 @@ def test_options_fill_the_steps_of_a_per_rank_pipeline(monkeypatch):
     monkeypatch.delenv("FLOW_COMM_PLAN", raising=False)
     assert _names("flow-partition-to-iree-input{rank=3}") == [
         "flow-partition{rank=3}", "flow-pipeline-schedule{rank=3}",
-        "flow-lower-collectives{rank=3}", *PIPELINES["flow-to-iree-input"],
+        "flow-lower-collectives{rank=3}", *_names("flow-to-iree-input"),
     ]  # fmt: skip
+    # An option passed down to a nested pipeline's step; by default no product calls BLAS.
+    assert 'flow-gemm-to-blas{policy="auto"}' in _names("flow-partition-to-iree-input{rank=3 "
+                                                        "blas=auto}")  # fmt: skip
+    assert 'flow-gemm-to-blas{policy="none"}' in _names("flow-to-iree-input")
     native = _names("flow-partition-to-iree-input-native{rank=1}")
     assert native[:3] == ["flow-channel-table", "flow-partition{rank=1}",
                           "flow-pipeline-schedule{rank=1}"]  # fmt: skip
@@ -56,7 +60,7 @@ def test_a_bad_pipeline_option_names_the_pipeline_and_its_options():
         expand_pipeline("flow-partition-to-iree-input{rnk=0}")
     with pytest.raises(ValueError, match="pipeline 'flow-partition-to-iree-input': .*int"):
         expand_pipeline("flow-partition-to-iree-input{rank=zero}")
-    with pytest.raises(ValueError, match="pipeline 'flow-to-iree-input' takes no options"):
+    with pytest.raises(ValueError, match=r"pipeline 'flow-to-iree-input': .*\"rank\".*\"blas\""):
         expand_pipeline("flow-to-iree-input{rank=0}")
 
 

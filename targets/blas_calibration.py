@@ -1,0 +1,257 @@
+"""Which matrix products a cpu program hands to the host's BLAS: a one-time calibration per
+CPU model, cached on disk.
+
+IREE's code generation against the OpenBLAS numpy links differs by CPU: on a 2-core AVX2 EPYC
+IREE reached 0.4-0.9x of OpenBLAS on large f32 GEMMs and 0.3x on the skinny ones of an MLP
+step, while a small product runs best in IREE, fused with its epilogue and without the
+~20 us of a Python import call. So the decision is measured on the machine: the calibration
+compiles one module holding chains of f32 cube products of a few sizes both ways (IREE's
+``linalg.matmul``, and calls of the ``blas`` module, :mod:`.blas_module`), times them
+back to back, and fits where IREE's time over BLAS's crosses 1 (a line in log-log, so that
+one noisy size moves it little). Products with at least that many flops (and f32 or f64
+operands, static shapes) go to BLAS.
+
+The result is stored as JSON under flow's cache folder (``$XDG_CACHE_HOME/flow`` or
+``~/.cache/flow``, whatever ``FLOW_CACHE_DIR`` says, so that every compile cache of one machine
+shares it), keyed by the CPU, the IREE and numpy versions and the BLAS thread count; with
+caching off (``FLOW_NO_CACHE=1``) it is kept for the process only. Processes calibrate one at a
+time (a file lock), so the ranks of a run share one result. Calibrating takes a few seconds,
+once per machine.
+
+``FLOW_BLAS`` overrides the decision: ``0`` / ``off`` / ``none`` keeps every product in IREE,
+``1`` / ``all`` sends every eligible one to BLAS (tests use it), ``auto`` (the default)
+calibrates. Only the cpu target compiled for this host calls BLAS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .blas_abi import ELEMENT_TYPES, declare, import_name
+
+__all__ = ["FAMILIES", "POLICIES", "calibration", "measure", "policy", "prefers_blas",
+           "threshold_flops"]  # fmt: skip
+
+POLICIES = ("none", "auto", "all")
+_OFF = ("0", "off", "none", "false", "no")
+_ALL = ("1", "all", "on", "true", "yes")
+
+FAMILIES: dict[str, tuple[int, ...]] = {
+    "square": (64, 128, 256, 512, 1024),
+    "thin": (128, 256, 512, 1024, 2048),
+}
+"""The shapes the calibration times both ways, f32: `square` products `[s, s] @ [s, s]`, and
+`thin` ones `[s, s] @ [s, THIN]` (an MLP's last layer and its gradients: IREE's tiles fit
+them worse). A product is thin when one of its dims is at most `2 * THIN`."""
+
+THIN = 16
+
+MIN_FLOPS = 2 * 64**3
+"""Products below this many flops stay in IREE without calibrating: an import call costs
+~10-20 us of Python, as long as IREE takes for such a product even at 30 GFLOP/s."""
+
+_lock = threading.Lock()
+_result: dict[str, Any] | None = None
+
+
+def policy(target: Any) -> str:
+    """The BLAS policy of a compile for `target` (a :class:`~flow.targets.table.Target`):
+    ``none`` unless it is the cpu target for this host, else ``FLOW_BLAS`` (default ``auto``)."""
+    if getattr(target, "name", target) != "cpu" or getattr(target, "arch", "host") != "host":
+        return "none"
+    value = os.environ.get("FLOW_BLAS", "").strip().lower()
+    if not value or value == "auto":
+        return "auto"
+    if value in _OFF:
+        return "none"
+    if value in _ALL:
+        return "all"
+    raise ValueError(f"FLOW_BLAS={value!r}: expected auto, 0/off/none or 1/all")
+
+
+def prefers_blas(policy_name: str, batch: int, m: int, n: int, k: int, element_type: str) -> bool:
+    """Whether a product `[batch] x [m, k] @ [k, n]` of `element_type` (``f32`` ...) goes to
+    BLAS under `policy_name` (see :data:`POLICIES`)."""
+    if policy_name not in POLICIES:
+        raise ValueError(f"blas policy {policy_name!r}: expected one of {', '.join(POLICIES)}")
+    if policy_name == "none" or element_type not in ELEMENT_TYPES or min(m, n, k) <= 0:
+        return False
+    flops = 2 * batch * m * n * k
+    if policy_name == "all":
+        return True
+    if flops < MIN_FLOPS:
+        return False  # decided without calibrating: most programs have only such products
+    return flops >= threshold_flops("thin" if min(m, n, k) <= 2 * THIN else "square")
+
+
+def threshold_flops(family: str = "square") -> float:
+    """The calibrated flop count from which BLAS wins on products of `family` (see
+    :data:`FAMILIES`; ``inf``: it never does here)."""
+    return float(calibration()["families"][family]["threshold_flops"])
+
+
+def calibration() -> dict[str, Any]:
+    """This machine's calibration (loaded, or measured now and stored)."""
+    global _result
+    with _lock:
+        if _result is None:
+            _result = _load_or_measure()
+        return _result
+
+
+def _blas_threads() -> int:
+    env = os.environ.get("OPENBLAS_NUM_THREADS", "").strip()
+    return int(env) if env.isdigit() and int(env) > 0 else os.cpu_count() or 1
+
+
+def _key() -> str:
+    from importlib import metadata
+
+    import numpy as np
+
+    from .cache import _host_fingerprint
+
+    try:
+        iree = metadata.version("iree-base-compiler")
+    except metadata.PackageNotFoundError:
+        iree = "absent"
+    text = f"{_host_fingerprint()}|iree {iree}|numpy {np.__version__}|threads {_blas_threads()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _folder() -> Path | None:
+    if os.environ.get("FLOW_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no"):
+        return None
+    xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "flow"
+
+
+def _load_or_measure() -> dict[str, Any]:
+    folder = _folder()
+    if folder is None:
+        return measure()
+    path = folder / f"blas-calibration-{_key()}.json"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        lock = open(folder / f"{path.name}.lock", "w")  # noqa: SIM115 -- held while measuring
+    except OSError:
+        return measure()
+    import fcntl
+
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one process measures; the others read its result
+        try:
+            found = json.loads(path.read_text())
+            if set(found.get("families", ())) == set(FAMILIES):
+                return found
+        except (OSError, ValueError):
+            pass
+        result = measure()
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_text(json.dumps(result, indent=1))
+            os.replace(tmp, path)
+        except OSError:
+            pass
+        return result
+
+
+CHAIN = 8
+"""Products per timed call, each on the previous one's result: the call's own overhead (its
+arguments and results) is spread over them, as it is over a program's many operations."""
+
+
+def _types(family: str, s: int) -> tuple[str, str]:
+    """The types of a product's fixed operand and of the value the chain carries."""
+    sq = f"tensor<{s}x{s}xf32>"
+    return sq, (sq if family == "square" else f"tensor<{s}x{THIN}xf32>")
+
+
+def _module_text() -> str:
+    """One module: per family and size, `iree_F_N` (linalg.matmul) and `blas_F_N` (`blas`
+    calls), each a chain of CHAIN products: `c = c @ w` (square), `c = w @ c` (thin)."""
+    lines = []
+    for family, sizes in FAMILIES.items():
+        for s in sizes:
+            w, c = _types(family, s)
+            lhs, rhs = (c, w) if family == "square" else (w, c)
+            call = import_name(False, False, lhs, rhs)
+            lines.append(declare(False, False, lhs, rhs, c))
+            iree = [f"func.func @iree_{family}_{s}(%c0: {c}, %w: {w}) -> {c} {{",
+                    "  %z = arith.constant 0.0 : f32", f"  %e = tensor.empty() : {c}",
+                    f"  %f = linalg.fill ins(%z : f32) outs(%e : {c}) -> {c}"]  # fmt: skip
+            blas = [f"func.func @blas_{family}_{s}(%c0: {c}, %w: {w}) -> {c} {{"]
+            for i in range(CHAIN):
+                a, b = (f"%c{i}", "%w") if family == "square" else ("%w", f"%c{i}")
+                iree.append(f"  %c{i + 1} = linalg.matmul ins({a}, {b} : {lhs}, {rhs}) "
+                            f"outs(%f : {c}) -> {c}")  # fmt: skip
+                blas.append(f"  %c{i + 1} = func.call @{call}({a}, {b}) : ({lhs}, {rhs}) -> {c}")
+            for body in (iree, blas):
+                lines += [*body, f"  return %c{CHAIN} : {c}", "}"]
+    return "module {\n" + "\n".join(lines) + "\n}\n"
+
+
+def _threshold(flops: list[float], ratios: list[float]) -> float:
+    """The flops at which IREE's time over BLAS's crosses 1, from a least-squares line of
+    log(ratio) against log(flops) (one noisy size moves it little), clamped to the sizes
+    measured: 0 when BLAS wins over the whole range, ``inf`` when IREE does."""
+    xs, ys = [math.log(f) for f in flops], [math.log(r) for r in ratios]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    at_max = my + slope * (xs[-1] - mx)
+    if at_max <= 0:  # IREE at least as fast at the largest size
+        return float("inf")
+    if my + slope * (xs[0] - mx) > 0:  # BLAS faster at the smallest size too
+        return 0.0
+    return math.exp(mx - my / slope)  # slope > 0 here: the line rises through 0
+
+
+def measure() -> dict[str, Any]:
+    """Time each family and size both ways (interleaved, best of several rounds; seconds per
+    product) and derive each family's threshold (:func:`_threshold`)."""
+    import numpy as np
+
+    from .compiler import compile_mlir
+    from .runtime import load
+
+    t0 = time.perf_counter()
+    module = load(compile_mlir(_module_text(), "cpu", use_cache=False), "cpu")
+    rng = np.random.default_rng(0)
+    families = {}
+    for family, sizes in FAMILIES.items():
+        best: dict[str, list[float]] = {"iree": [], "blas": []}
+        ratios: list[float] = []
+        for s in sizes:
+            w_type, c_type = _types(family, s)
+            w = (rng.standard_normal((s, s)) / np.sqrt(s)).astype(np.float32)  # keeps |c|
+            c = rng.standard_normal((s, s if family == "square" else THIN)).astype(np.float32)
+            fns = {way: module[f"{way}_{family}_{s}"] for way in best}
+            for fn in fns.values():
+                fn(c, w)  # warm up (first-touch allocations, BLAS threads)
+            flops = 2.0 * s * s * c.shape[1]
+            rounds = max(5, min(40, int(1.2e8 / flops)))
+            times: dict[str, list[float]] = {way: [] for way in best}
+            for _ in range(rounds):
+                for way, fn in fns.items():
+                    start = time.perf_counter()
+                    fn(c, w)
+                    times[way].append((time.perf_counter() - start) / CHAIN)
+            for way in best:
+                best[way].append(min(times[way]))
+            # back-to-back pairs see the same load from other processes: their ratio is steadier
+            ratios.append(statistics.median(i / b for i, b in zip(times["iree"], times["blas"])))
+        flops = [2.0 * s * s * (s if family == "square" else THIN) for s in sizes]
+        families[family] = {"sizes": list(sizes), "iree_s": best["iree"], "blas_s": best["blas"],
+                            "iree_over_blas": ratios,
+                            "threshold_flops": _threshold(flops, ratios)}  # fmt: skip
+    return {"families": families, "blas_threads": _blas_threads(),
+            "seconds": round(time.perf_counter() - t0, 2)}  # fmt: skip
