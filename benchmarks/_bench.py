@@ -69,15 +69,19 @@ class Goal:
 
 
 def machine() -> str:
-    """The CPU model and core count, for every table's title: machines of one kind come with
-    different CPUs (AVX-512 or not), and a figure means little without the one it ran on."""
+    """The CPU model, core count and ISA family, for every table's title: machines of one kind
+    come with different CPUs (AVX-512 or not), and a figure means little without the one it
+    ran on."""
     model = ""
     try:
         with open("/proc/cpuinfo") as f:
             model = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
     except OSError:
         pass
-    return f"{model or platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    from flow.targets.table import host_cpu_family
+
+    cpu = model or platform.processor() or platform.machine()
+    return f"{cpu}, {os.cpu_count()} cores, {host_cpu_family()}"
 
 
 def table(title: str, rows: dict[str, float], unit: str, base: str, *,

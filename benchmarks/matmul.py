@@ -45,7 +45,7 @@ def run(rounds: int = 7) -> list[Goal]:
         gflops = bench_size(n, rounds, torch, jax)
         table(f"f32 matmul {n}x{n}x{n}, cpu", gflops, "GFLOP/s", "numpy", higher_is_better=True)
         ratio = gflops["flow.jit"] / gflops["numpy"]
-        goals.append(Goal("matmul", f"flow / numpy GFLOP/s, {n}^3", ratio, 0.8))
+        goals.append(Goal("matmul", f"flow / numpy GFLOP/s, {n}^3", ratio, 0.9))
     return goals
 
 

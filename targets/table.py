@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 __all__ = [
-    "CPU_ARCHS", "CPU_DRIVERS", "DEFAULT_TARGET", "TARGETS", "CpuArch", "Target",
-    "UnknownTargetError", "get_target",
+    "CPU_ARCHS", "CPU_DRIVERS", "CPU_FAMILY_FLAGS", "CPU_FLAG_SETS", "DEFAULT_TARGET", "TARGETS",
+    "CpuArch", "CpuFlags", "Target", "UnknownTargetError", "cpu_flag_set", "get_target",
+    "host_cpu_family",
 ]  # fmt: skip
 
 
@@ -33,6 +34,86 @@ class Target:
     # CPU_ARCHS for a module that runs elsewhere (see `get_target`).
     arch: str = "host"
 
+
+@dataclass(frozen=True)
+class CpuFlags:
+    """A named set of the cpu target's code-generation flags (the data-tiling path, inner-tiled
+    matmuls, ukernels); `optional` ones are dropped for a program IREE rejects with them."""
+
+    name: str
+    flags: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+
+
+_GLOBAL_DT = "--iree-global-opt-data-tiling=true"
+CPU_FLAG_SETS: dict[str, CpuFlags] = {
+    s.name: s
+    for s in (
+        CpuFlags("untiled", ()),
+        CpuFlags("global-dt", (_GLOBAL_DT,)),
+        CpuFlags("global-dt-inner", (_GLOBAL_DT,), ("--iree-llvmcpu-enable-inner-tiled",)),
+        CpuFlags("dt", ("--iree-opt-data-tiling=true",)),
+        CpuFlags("dt-ukernels", ("--iree-opt-data-tiling=true",
+                                 "--iree-llvmcpu-enable-ukernels=all")),
+    )
+}  # fmt: skip
+"""The flag sets measured per ISA family (`benchmarks/cpu_flags.py` times each)."""
+
+# The flag set of each ISA family, from `python benchmarks/cpu_flags.py` (IREE 3.13, 2 cores,
+# f32, products in IREE: FLOW_BLAS=0; GFLOP/s of flow.jit matmuls, ms of nn.Graph steps):
+# * x86-avx512 (Xeon, emeraldrapids as `host`): global-dt-inner. matmul 1024^3 129 -> 166 and
+#   2048^3 157 -> 185 GFLOP/s with inner-tiled over global-dt; dt + inner-tiled reached
+#   209/189 but fails to compile the MLP step; ukernels=all and O3 were within noise.
+# * x86-avx2 (AMD EPYC without AVX-512; `iree-benchmark-module`, matmul 2048^3): untiled 24,
+#   global-dt 58, global-dt-inner 64, dt 65, dt-ukernels 50-57 GFLOP/s: global-dt-inner, as
+#   fast as dt and it compiles the MLP step. OpenBLAS reached 132-157 there: large products
+#   go to BLAS (blas_calibration.py), so these flags serve the small ones.
+# * arm64 (NEON; SVE cores too), only cross-compiled here: global-dt, the path that compiles
+#   every program; inner-tiled and ukernels are unmeasured on ARM, so they are not taken.
+CPU_FAMILY_FLAGS: dict[str, str] = {
+    "x86-avx512": "global-dt-inner",
+    "x86-avx2": "global-dt-inner",
+    "arm64": "global-dt",
+    "other": "global-dt",
+}
+"""ISA family -> the name of its flag set in :data:`CPU_FLAG_SETS`."""
+
+
+def host_cpu_family() -> str:
+    """This machine's ISA family, a key of :data:`CPU_FAMILY_FLAGS` (from /proc/cpuinfo)."""
+    import platform
+
+    machine = platform.machine().lower()
+    if machine in ("aarch64", "arm64"):
+        return "arm64"
+    if machine not in ("x86_64", "amd64"):
+        return "other"
+    flags: set[str] = set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    if "avx512f" in flags:
+        return "x86-avx512"
+    return "x86-avx2" if {"avx2", "fma"} <= flags else "other"
+
+
+def cpu_flag_set(family: str | None = None) -> CpuFlags:
+    """The flag set of `family` (default: this host's), or the one `FLOW_CPU_FLAGS` names
+    (read when flow.targets is imported; for measuring the sets against each other)."""
+    import os
+
+    name = os.environ.get("FLOW_CPU_FLAGS", "").strip() if family is None else ""
+    if name and name not in CPU_FLAG_SETS:
+        raise ValueError(f"FLOW_CPU_FLAGS={name!r}: expected one of {', '.join(CPU_FLAG_SETS)}")
+    return CPU_FLAG_SETS[name or CPU_FAMILY_FLAGS[family or host_cpu_family()]]
+
+
+_host_flags = cpu_flag_set()
 
 # Flags for IREE 3.13. Why these:
 # * cpu: `target-cpu=host` compiles for this machine's ISA (generic x86-64 is 3-10x slower
@@ -73,10 +154,10 @@ TARGETS: dict[str, Target] = {
                 "--iree-hal-target-device=local",
                 "--iree-hal-local-target-device-backends=llvm-cpu",
                 "--iree-llvmcpu-target-cpu=host",
-                "--iree-global-opt-data-tiling=true",
+                *_host_flags.flags,
                 "--iree-input-demote-f64-to-f32=false",
             ),
-            optional_flags=("--iree-llvmcpu-enable-inner-tiled",),
+            optional_flags=_host_flags.optional,
             driver="local-task",
             description="host CPU through LLVM (multi-threaded local-task driver)",
         ),
@@ -126,6 +207,7 @@ class CpuArch:
     triple: str
     cpu: str
     elf: str  # IREE's executable format for it: `embedded-elf-<elf>`
+    family: str  # its row of CPU_FAMILY_FLAGS
     aliases: tuple[str, ...] = ()
 
 
@@ -138,8 +220,9 @@ class CpuArch:
 CPU_ARCHS: dict[str, CpuArch] = {
     a.name: a
     for a in (
-        CpuArch("arm64", "aarch64-unknown-linux-gnu", "generic", "arm_64", ("aarch64",)),
-        CpuArch("x86-64", "x86_64-unknown-linux-gnu", "x86-64-v3", "x86_64", ("x86_64", "amd64")),
+        CpuArch("arm64", "aarch64-unknown-linux-gnu", "generic", "arm_64", "arm64", ("aarch64",)),
+        CpuArch("x86-64", "x86_64-unknown-linux-gnu", "x86-64-v3", "x86_64", "x86-avx2",
+                ("x86_64", "amd64")),
     )
 }
 
@@ -176,8 +259,10 @@ def get_target(name_or_target: str | Target, *, cpu_arch: str | None = None) -> 
         raise UnknownTargetError(
             f"a CPU architecture ({cpu_arch!r}) applies to the cpu target, not {target.name!r}"
         )
-    flags = [f for f in target.device_flags if not f.startswith("--iree-llvmcpu-target-cpu=")]
-    flags += [
+    ours = {f for s in CPU_FLAG_SETS.values() for f in s.flags}
+    flags = [f for f in target.device_flags
+             if not f.startswith("--iree-llvmcpu-target-cpu=") and f not in ours]  # fmt: skip
+    flags += [*cpu_flag_set(arch.family).flags,
         f"--iree-llvmcpu-target-triple={arch.triple}",
         f"--iree-llvmcpu-target-cpu={arch.cpu}",
     ]

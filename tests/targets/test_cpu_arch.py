@@ -86,3 +86,45 @@ def test_cross_compiled_module_is_elf_for_the_arch(arch, machine):
     assert elf_machines(vmfb) == {machine}
     assert f"embedded-elf-{CPU_ARCHS[arch].elf}".encode() in vmfb
     assert compile_mlir(SOURCE, f"cpu-{arch}") == vmfb  # by name, through the cache
+
+
+# ------------------------------------------------------------------ flag sets per ISA family
+
+
+def test_each_family_names_a_flag_set_and_the_host_row_carries_its_flags():
+    from flow.targets.table import (CPU_FAMILY_FLAGS, CPU_FLAG_SETS, cpu_flag_set,
+                                    host_cpu_family)  # fmt: skip
+
+    assert set(CPU_FAMILY_FLAGS) == {"x86-avx512", "x86-avx2", "arm64", "other"}
+    assert set(CPU_FAMILY_FLAGS.values()) <= set(CPU_FLAG_SETS)
+    family = host_cpu_family()
+    assert family in CPU_FAMILY_FLAGS
+    flags = cpu_flag_set(family)
+    cpu = TARGETS["cpu"]
+    assert all(f in cpu.device_flags for f in flags.flags) and cpu.optional_flags == flags.optional
+    # Read from /proc/cpuinfo independently: AVX-512 machines are their own family.
+    with open("/proc/cpuinfo") as f:
+        cpu_flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+    if cpu_flags:
+        assert (family == "x86-avx512") == ("avx512f" in cpu_flags)
+    # A cross-compiled architecture takes its family's set, not the host's extras.
+    arm = get_target("cpu", cpu_arch="arm64")
+    assert all(f in arm.device_flags for f in cpu_flag_set("arm64").flags)
+
+
+def test_flow_cpu_flags_picks_a_set_and_names_the_known_ones():
+    import subprocess
+    import sys
+
+    code = "from flow.targets import TARGETS; print(TARGETS['cpu'].device_flags)"
+    env = {"FLOW_CPU_FLAGS": "dt-ukernels", "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "--iree-llvmcpu-enable-ukernels=all" in run.stdout
+    assert "--iree-global-opt-data-tiling=true" not in run.stdout
+    env["FLOW_CPU_FLAGS"] = "fastest"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120)  # fmt: skip
+    assert run.returncode != 0
+    assert "FLOW_CPU_FLAGS='fastest': expected one of untiled, global-dt" in run.stderr
