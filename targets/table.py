@@ -64,6 +64,10 @@ CPU_FLAG_SETS: dict[str, CpuFlags] = {
 # * x86-avx512 (Xeon, emeraldrapids as `host`): global-dt-inner. matmul 1024^3 129 -> 166 and
 #   2048^3 157 -> 185 GFLOP/s with inner-tiled over global-dt; dt + inner-tiled reached
 #   209/189 but fails to compile the MLP step; ukernels=all and O3 were within noise.
+#   AMD EPYC with AVX-512 (matmul 1024^3 / 256^3 GFLOP/s, MLP step, LeNet step ms): untiled
+#   85/82, 19.9, 0.97; global-dt 120/81, 14.6, 0.99; global-dt-inner 121/74, 15.0, 0.96; dt
+#   113/81, 14.9, 0.98; dt-ukernels 112/69, 16.9, 1.07 (numpy 176-198 GFLOP/s at 1024^3):
+#   the data-tiled sets within noise of each other, so the Xeon's choice stands.
 # * x86-avx2 (AMD EPYC without AVX-512; `iree-benchmark-module`, matmul 2048^3): untiled 24,
 #   global-dt 58, global-dt-inner 64, dt 65, dt-ukernels 50-57 GFLOP/s: global-dt-inner, as
 #   fast as dt and it compiles the MLP step. OpenBLAS reached 132-157 there: large products
