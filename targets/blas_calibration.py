@@ -7,8 +7,8 @@ step, while a small product runs best in IREE, fused with its epilogue and witho
 ~20 us of a Python import call. So the decision is measured on the machine: the calibration
 compiles one module holding chains of f32 cube products of a few sizes both ways (IREE's
 ``linalg.matmul``, and calls of the ``blas`` module, :mod:`.blas_module`), times them
-back to back, and fits where IREE's time over BLAS's crosses 1 (a line in log-log, so that
-one noisy size moves it little). Products with at least that many flops (and f32 or f64
+back to back, and takes the smallest size from which BLAS wins, or stays even, at every
+larger size (`_threshold`). Products with at least that many flops (and f32 or f64
 operands, static shapes) go to BLAS. A calibration that other work disturbed (times spread
 well above their best) keeps default thresholds for a while and is measured again later.
 
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import statistics
 import threading
@@ -59,6 +58,7 @@ MIN_FLOPS = 2 * 64**3
 """Products below this many flops stay in IREE without calibrating: an import call costs
 ~10-20 us of Python, as long as IREE takes for such a product even at 30 GFLOP/s."""
 
+_FORMAT = 2  # of the stored result and of the rule that derived its thresholds
 _lock = threading.Lock()
 _result: dict[str, Any] | None = None
 
@@ -124,7 +124,8 @@ def _key() -> str:
         iree = metadata.version("iree-base-compiler")
     except metadata.PackageNotFoundError:
         iree = "absent"
-    text = f"{_host_fingerprint()}|iree {iree}|numpy {np.__version__}|threads {_blas_threads()}"
+    text = (f"format {_FORMAT}|{_host_fingerprint()}|iree {iree}|numpy {np.__version__}|"
+            f"threads {_blas_threads()}")  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
@@ -216,19 +217,24 @@ def _module_text() -> str:
 
 
 def _threshold(flops: list[float], ratios: list[float]) -> float:
-    """The flops at which IREE's time over BLAS's crosses 1, from a least-squares line of
-    log(ratio) against log(flops) (one noisy size moves it little), clamped to the sizes
-    measured: 0 when BLAS wins over the whole range, ``inf`` when IREE does."""
-    xs, ys = [math.log(f) for f in flops], [math.log(r) for r in ratios]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    sxx = sum((x - mx) ** 2 for x in xs)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    at_max = my + slope * (xs[-1] - mx)
-    if at_max <= 0:  # IREE at least as fast at the largest size
+    """Where BLAS takes over, from IREE's time over BLAS's per size (ascending): the smallest
+    size at which BLAS is faster and stays within TIE of IREE at every larger size (a product
+    that is wrongly kept in IREE can cost 2-3x, one wrongly given to BLAS a few percent). The
+    threshold is the geometric mean of its flops and the flops of the size below (0 when it
+    is the smallest size, ``inf`` when there is none)."""
+    first = None
+    for i in range(len(ratios) - 1, -1, -1):
+        if ratios[i] < TIE:
+            break
+        if ratios[i] >= 1.0:
+            first = i
+    if first is None:
         return float("inf")
-    if my + slope * (xs[0] - mx) > 0:  # BLAS faster at the smallest size too
-        return 0.0
-    return math.exp(mx - my / slope)  # slope > 0 here: the line rises through 0
+    return 0.0 if first == 0 else (flops[first - 1] * flops[first]) ** 0.5
+
+
+TIE = 0.95
+"""IREE's time over BLAS's above which the two count as even."""
 
 
 def measure() -> dict[str, Any]:

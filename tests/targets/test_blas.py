@@ -89,14 +89,15 @@ def test_auto_follows_the_calibrated_threshold_of_each_family(monkeypatch):
     assert not bc.prefers_blas("auto", 1, 4096, 10, 4096, "f32")  # thin: IREE here
 
 
-def test_threshold_fit_crosses_where_the_ratio_does():
+def test_threshold_is_where_blas_wins_and_stays_even_at_every_larger_size():
     flops = [1e6, 1e7, 1e8, 1e9]
-    on_a_line = [(f / 3e7) ** 0.25 for f in flops]  # IREE / BLAS time crosses 1 at 3e7 flops
-    assert bc._threshold(flops, on_a_line) == pytest.approx(3e7, rel=1e-9)
+    # IREE's time over BLAS's: BLAS ahead from 1e8 flops on (a tie at 1e9 still counts)
+    assert bc._threshold(flops, [0.5, 0.9, 1.2, 0.97]) == pytest.approx(np.sqrt(1e7 * 1e8))
     assert bc._threshold(flops, [1.1, 1.3, 1.6, 2.0]) == 0.0  # BLAS wins everywhere
     assert bc._threshold(flops, [0.5, 0.6, 0.8, 0.9]) == float("inf")  # IREE does
-    # one wild size moves the crossing, but not outside the range measured
-    assert 1e6 < bc._threshold(flops, [0.5, 3.0, 1.2, 1.5]) < 1e8
+    # BLAS ahead at 1e7 but clearly behind at 1e8: only the sizes above count
+    assert bc._threshold(flops, [0.5, 1.5, 0.7, 1.4]) == pytest.approx(np.sqrt(1e8 * 1e9))
+    assert bc._threshold(flops, [1.5, 1.5, 1.5, 0.8]) == float("inf")  # behind at the largest
 
 
 def _mlp_losses(policy: str, monkeypatch) -> list[float]:
