@@ -234,3 +234,16 @@ def test_loading_a_blas_program_off_the_cpu_says_why():
     vmfb = compile_mlir(text, "vulkan")
     with pytest.raises(LoadError, match="only a cpu driver provides"):
         load(vmfb, "vulkan")
+
+
+def test_a_calibration_that_cannot_run_keeps_the_defaults_and_is_not_stored(tmp_path, monkeypatch):
+    def broken():
+        raise RuntimeError("no compiler here")
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("FLOW_NO_CACHE", raising=False)
+    monkeypatch.setattr(bc, "measure", broken)
+    result = bc._load_or_measure()
+    assert "no compiler here" in result["failed"]
+    assert {f: e["threshold_flops"] for f, e in result["families"].items()} == bc.DEFAULT_THRESHOLDS
+    assert not list((tmp_path / "flow").glob("blas-calibration-*.json"))
