@@ -123,22 +123,42 @@ def _window_slices(offsets, strides, dilations, out_shape) -> tuple[slice, ...]:
 
 @primitive("conv", "ConvOp")
 def conv(x, w, *, strides, dilations, padding, groups):
-    """Grouped N-d cross-correlation: per kernel tap, a strided slice contracted over channels."""
-    n = x.ndim - 2
-    xp = np.pad(x, [(0, 0), (0, 0), *padding])
-    out = [window_output_size(x.shape[2 + i], w.shape[2 + i], strides[i], dilations[i],
-                              padding[i]) for i in range(n)]  # fmt: skip
+    """Grouped N-d cross-correlation as one matrix product per group: the windows of the
+    padded operand, viewed in place (`_windows`) and gathered into rows of
+    channels x kernel taps, times the weight laid out the same way."""
+    n, dtype = x.ndim - 2, x.dtype
+    if any(lo or hi for lo, hi in padding):
+        x = np.pad(x, [(0, 0), (0, 0), *padding])
+    kernel = w.shape[2:]
+    out = [window_output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], (0, 0))
+           for i in range(n)]  # fmt: skip
     batch, c_in, c_out = x.shape[0], x.shape[1], w.shape[0]
-    xg = xp.reshape(batch, groups, c_in // groups, *xp.shape[2:])
-    wg = w.reshape(groups, c_out // groups, c_in // groups, *w.shape[2:])
+    cg, og, taps, positions = c_in // groups, c_out // groups, math.prod(kernel), math.prod(out)
     # 16-bit floats accumulate in float32, as PyTorch does on the CPU.
     acc_dt = np.float32 if x.dtype.kind in "fV" and x.dtype.itemsize < 4 else x.dtype
-    xg, wg = xg.astype(acc_dt, copy=False), wg.astype(acc_dt, copy=False)
-    acc = np.zeros((batch, groups, c_out // groups, *out), dtype=acc_dt)
-    for k in np.ndindex(*w.shape[2:]):
-        patch = xg[(..., *_window_slices(k, strides, dilations, out))]
-        acc += np.einsum("ngc...,goc->ngo...", patch, wg[(..., *k)])
-    return acc.reshape(batch, c_out, *out).astype(x.dtype)
+    x, w = x.astype(acc_dt, copy=False), w.astype(acc_dt, copy=False)
+    win = _windows(x, groups, out, kernel, strides, dilations)  # [N, G, Cg, *out, *k]
+    spatial = tuple(range(3, 3 + n))
+    cols = win.transpose(1, 0, *spatial, 2, *(s + n for s in spatial))
+    cols = cols.reshape(groups, batch * positions, cg * taps)
+    wm = w.reshape(groups, og, cg * taps)
+    if groups == 1:  # a plain 2-d product: BLAS
+        r = (cols[0] @ wm[0].T)[None]
+    else:
+        r = np.matmul(cols, wm.transpose(0, 2, 1))  # [G, N * positions, og]
+    r = r.reshape(groups, batch, *out, og).transpose(1, 0, 2 + n, *range(2, 2 + n))
+    return np.ascontiguousarray(r).reshape(batch, c_out, *out).astype(dtype, copy=False)
+
+
+def _windows(x, groups, out, kernel, strides, dilations) -> np.ndarray:
+    """A read-only view [N, G, C/G, *out, *kernel] of `x` [N, C, *spatial]: element
+    (n, g, c, p, k) is x[n, g * C/G + c, p * stride + k * dilation]."""
+    st = x.strides
+    cg = x.shape[1] // groups
+    shape = (x.shape[0], groups, cg, *out, *kernel)
+    steps = (st[0], st[1] * cg, st[1], *(st[2 + i] * s for i, s in enumerate(strides)),
+             *(st[2 + i] * d for i, d in enumerate(dilations)))  # fmt: skip
+    return np.lib.stride_tricks.as_strided(x, shape, steps, writeable=False)
 
 
 def transposed_conv(ct, w, sizes, strides, dilations, padding, groups) -> Tensor:
