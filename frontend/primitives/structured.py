@@ -25,10 +25,35 @@ def _swap_last(t):
     return bind(transpose, t, permutation=tuple(perm))
 
 
-matmul.vjp = lambda ct, a, b, out: (
-    bind(matmul, ct, _swap_last(b)),
-    bind(matmul, _swap_last(a), ct),
-)  # fmt: skip
+def _column_major(t) -> bool:
+    """Whether `t` is an eager matrix laid out column-major (a transposed view, as linear
+    layers read their weight)."""
+    b = t._buf
+    return (b.__class__ is np.ndarray and b.ndim == 2 and b.flags.f_contiguous
+            and not b.flags.c_contiguous)  # fmt: skip
+
+
+def _matmul_vjp(ct, a, b, out):
+    """`ct @ b^T` and `a^T @ ct`, each only when that operand needs it. An eager column-major
+    operand gets its cotangent column-major, computed as the transpose of the product the
+    other way round (`(ct^T @ a)^T`): what a transposed weight's gradient becomes after its
+    transpose's own rule is then row-major like the weight, which later elementwise
+    updates read at full speed."""
+    ga = gb = None
+    if a._requires_grad:
+        if _column_major(a):
+            ga = _swap_last(bind(matmul, b, _swap_last(ct)))
+        else:
+            ga = bind(matmul, ct, _swap_last(b))
+    if b._requires_grad:
+        if _column_major(b):
+            gb = _swap_last(bind(matmul, _swap_last(ct), a))
+        else:
+            gb = bind(matmul, _swap_last(a), ct)
+    return ga, gb
+
+
+matmul.vjp = _matmul_vjp
 
 
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
