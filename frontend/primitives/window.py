@@ -21,7 +21,8 @@ from flow.dialect.semantics import window_output_size
 from flow.primitives.elementwise import add, and_, compare, mul, or_, select
 from flow.primitives.movement import pad, slice_dims
 from flow.primitives.registry import bind, primitive
-from flow.primitives.structured import broadcast_in_dim, constant, full, reshape, transpose
+from flow.primitives.structured import (broadcast_in_dim, constant, full, host_matmul, reshape,
+                                        transpose)
 
 # --------------------------------------------------------------------------- host constants
 
@@ -143,7 +144,7 @@ def conv(x, w, *, strides, dilations, padding, groups):
     cols = cols.reshape(groups, batch * positions, cg * taps)
     wm = w.reshape(groups, og, cg * taps)
     if groups == 1:  # a plain 2-d product: BLAS
-        r = (cols[0] @ wm[0].T)[None]
+        r = host_matmul(cols[0], wm[0].T)[None]
     else:
         r = np.matmul(cols, wm.transpose(0, 2, 1))  # [G, N * positions, og]
     r = r.reshape(groups, batch, *out, og).transpose(1, 0, 2 + n, *range(2, 2 + n))
