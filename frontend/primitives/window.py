@@ -19,7 +19,7 @@ import numpy as np
 from flow.core.tensor import Tensor
 from flow.dialect.semantics import window_output_size
 from flow.primitives.elementwise import add, and_, compare, mul, or_, select
-from flow.primitives.movement import pad, slice_dims
+from flow.primitives.movement import pad, pad_constant, slice_dims
 from flow.primitives.registry import bind, primitive
 from flow.primitives.structured import (broadcast_in_dim, constant, full, host_matmul, reshape,
                                         transpose)
@@ -129,7 +129,7 @@ def conv(x, w, *, strides, dilations, padding, groups):
     channels x kernel taps, times the weight laid out the same way."""
     n, dtype = x.ndim - 2, x.dtype
     if any(lo or hi for lo, hi in padding):
-        x = np.pad(x, [(0, 0), (0, 0), *padding])
+        x = pad_constant(x, (0, 0, *(lo for lo, _ in padding)), (0, 0, *(hi for _, hi in padding)))
     kernel = w.shape[2:]
     out = [window_output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], (0, 0))
            for i in range(n)]  # fmt: skip
@@ -244,12 +244,15 @@ def reduce_window(x, *, kind, window, strides, dilations, padding):
     """Per window position, a strided slice of the identity-padded operand folded into the
     result (16-bit float sums and products accumulate in float32)."""
     wide = kind in ("sum", "prod") and x.dtype.kind in "fV" and x.dtype.itemsize < 4
-    xp = np.pad(x.astype(np.float32) if wide else x, padding,
-                constant_values=_identity(kind, x.dtype))  # fmt: skip
+    xp = x.astype(np.float32) if wide else x
+    if any(lo or hi for lo, hi in padding):
+        xp = pad_constant(xp, [lo for lo, _ in padding], [hi for _, hi in padding],
+                          _identity(kind, x.dtype))  # fmt: skip
     out = [window_output_size(*a) for a in zip(x.shape, window, strides, dilations, padding)]
     acc = np.full(out, _identity(kind, x.dtype), dtype=xp.dtype)
+    combine = _NP_COMBINE[kind]
     for k in np.ndindex(*window):
-        acc = _NP_COMBINE[kind](acc, xp[_window_slices(k, strides, dilations, out)])
+        combine(acc, xp[_window_slices(k, strides, dilations, out)], out=acc)
     return acc.astype(x.dtype, copy=False)
 
 
