@@ -16,9 +16,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from flow.core import dtypes as _dtypes
 from flow.core.tensor import Tensor
 from flow.dialect.semantics import window_output_size
-from flow.primitives.elementwise import add, and_, compare, mul, or_, select
+from flow.primitives.elementwise import add, and_, cast, compare, mul, or_, select
 from flow.primitives.movement import pad, pad_constant, slice_dims
 from flow.primitives.registry import bind, primitive
 from flow.primitives.structured import (broadcast_in_dim, constant, full, host_matmul, reshape,
@@ -295,6 +296,8 @@ def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding)
             return (_zeros(sizes, x.dtype),)
         return (bind(reduce_window, g, kind="sum", window=tuple(window), strides=(1,) * x.ndim,
                      dilations=tuple(dilations), padding=pads),)  # fmt: skip
+    if kind in ("max", "min") and _tiles(window, strides, dilations, padding):
+        return (_tiled_extreme_vjp(ct, x, out, tuple(window)),)
     args = (strides, dilations, padding)
     inside = {k: _inside(k, ct.shape, sizes, args) for k in np.ndindex(*window)}
     offsets = [k for k, masks in inside.items() if masks is not None]
@@ -326,6 +329,46 @@ def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding)
         if placed is not None:
             grad = placed if grad is None else bind(add, grad, placed)
     return (_zeros(sizes, x.dtype) if grad is None else grad,)
+
+
+def _tiles(window, strides, dilations, padding) -> bool:
+    """Whether the windows tile the operand: side by side (stride = window), unpadded."""
+    return math.prod(window) > 1 and all(
+        s == w and (d == 1 or w == 1) and lo == 0 and hi == 0
+        for w, s, d, (lo, hi) in zip(window, strides, dilations, padding)
+    )
+
+
+def _tiled_extreme_vjp(ct, x, out, window):
+    """max / min cotangent over windows that tile `x` (`_tiles`; rows past the last whole
+    window get none), routed as `_routed` routes it, in a fixed handful of ops: the windows
+    as rows of their elements in row-major order, and the first element attaining the
+    result (or NaN) as the hit whose running count of hits along its row is 1."""
+    n, outs = x.ndim, tuple(ct.shape)
+    used = tuple(o * w for o, w in zip(outs, window))
+    elems, rows = math.prod(window), (*outs, math.prod(window))
+    to_rows = tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2))
+    back = tuple(v for d in range(n) for v in (d, n + d))
+    xs = slice_dims(x, {d: (0, u, 1) for d, u in enumerate(used)})
+    v = bind(reshape, xs, shape=tuple(v for o, w in zip(outs, window) for v in (o, w)))
+    v = bind(reshape, bind(transpose, v, permutation=to_rows), shape=rows)
+    result = bind(broadcast_in_dim, out, dims=tuple(range(n)), shape=rows)
+    hit = bind(or_, bind(compare, v, result, direction="eq"),
+               bind(compare, v, v, direction="ne"))  # fmt: skip
+    ones = bind(cast, hit, dtype=_dtypes.float32)
+    count = bind(reduce_window, ones, kind="sum", window=(1,) * n + (elems,),
+                 strides=(1,) * (n + 1), dilations=(1,) * (n + 1),
+                 padding=((0, 0),) * n + ((elems - 1, 0),))  # fmt: skip
+    one = bind(full, value=1, shape=rows, dtype=_dtypes.float32)
+    first = bind(and_, hit, bind(compare, count, one, direction="eq"))
+    spread = bind(broadcast_in_dim, ct, dims=tuple(range(n)), shape=rows)
+    g = bind(select, first, spread, _zeros(rows, ct.dtype))
+    g = bind(transpose, bind(reshape, g, shape=(*outs, *window)), permutation=back)
+    g = bind(reshape, g, shape=used)
+    if used == tuple(x.shape):
+        return g
+    return bind(pad, g, low=(0,) * n, high=tuple(s - u for s, u in zip(x.shape, used)), value=0,
+                dtype=g.dtype)  # fmt: skip
 
 
 def _routed(ct, out, taps, offsets, inside):
