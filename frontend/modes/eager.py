@@ -1,9 +1,10 @@
 """Eager mode: a primitive runs at once on its numpy kernel (the reference semantics).
 
-The dialect op's `infer` gives the result type first, so eager code accepts and rejects
-exactly what the compiler does, with the same messages; the kernel's result is cast to
-that type. The result is on the device of the inputs, a constant (the same on every rank)
-when they all are, and recorded for autograd.
+The dialect op's `infer` gives the result type first (kept per operand signature and
+params, `Primitive.eager_dtype`), so eager code accepts and rejects exactly what the
+compiler does, with the same messages; the kernel's result is cast to that type. The
+result is on the device of the inputs, a constant (the same on every rank) when they all
+are, and recorded for autograd.
 """
 
 from __future__ import annotations
