@@ -118,10 +118,18 @@ DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
 
 
+_BY_NP_DTYPE: dict[np.dtype, dtype] = {}  # filled as numpy dtypes are met (eager results)
+
+
 def as_dtype(x) -> dtype:
     """Accept a flow dtype, a name, a numpy dtype or a Python type."""
     if isinstance(x, dtype):
         return x
+    if isinstance(x, np.dtype):
+        found = _BY_NP_DTYPE.get(x)
+        if found is None:
+            found = _BY_NP_DTYPE[x] = _from_numpy(x)
+        return found
     if isinstance(x, str) and x in _BY_NAME:
         return _BY_NAME[x]
     if x is float:
@@ -130,6 +138,10 @@ def as_dtype(x) -> dtype:
         return DEFAULT_INT
     if x is bool:
         return bool_
+    return _from_numpy(x)
+
+
+def _from_numpy(x) -> dtype:
     try:
         found = _BY_NP_NAME.get(np.dtype(x).name)
     except TypeError:

@@ -168,10 +168,9 @@ def eager_create(prim: Any, params: dict) -> Tensor:
     if creation_placement() is not None:
         return global_create(prim, params)
     try:
-        ty = prim.op.infer([], **prim.to_ir(params))
+        expected = prim.eager_dtype((), params).np_dtype
     except VerifyException as err:
         raise op_error(prim.name, strip_op_prefix(str(err))) from None
-    expected = dtypes.from_ir(ty.element_type).np_dtype
     out = Tensor._eager(np.asarray(prim.impl(**params)).astype(expected, copy=False))
     _CONSTANTS[id(out)] = out
     return out

@@ -1,9 +1,10 @@
 """Eager mode: a primitive runs at once on its numpy kernel (the reference semantics).
 
-The dialect op's `infer` gives the result type first, so eager code accepts and rejects
-exactly what the compiler does, with the same messages; the kernel's result is cast to
-that type. The result is on the device of the inputs, a constant (the same on every rank)
-when they all are, and recorded for autograd.
+The dialect op's `infer` gives the result type first (kept per operand signature and
+params, `Primitive.eager_dtype`), so eager code accepts and rejects exactly what the
+compiler does, with the same messages; the kernel's result is cast to that type. The
+result is on the device of the inputs, a constant (the same on every rank) when they all
+are, and recorded for autograd.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import numpy as np
 from xdsl.utils.exceptions import VerifyException
 
 from flow.core import device as _device
-from flow.core import dtypes as _dtypes
 from flow.core.autograd import record
-from flow.core.errors import op_error, strip_op_prefix, user_location
+from flow.core.errors import op_error, strip_op_prefix
 from flow.core.tensor import Tensor
 from flow.distributed.eager_ops import propagate_constant
 
@@ -36,15 +36,13 @@ def check_same_trace(prim, args: tuple, trace) -> None:
 def process(prim, args: tuple, params: dict, trace) -> Tensor:
     """Run `prim` on the arrays of `args`."""
     check_same_trace(prim, args, trace)
-    ir_params = prim.to_ir(params)
-    loc = user_location()
     try:
-        ty = prim.op.infer([a._ir_type() for a in args], **ir_params)
+        dtype = prim.eager_dtype(args, params)
     except VerifyException as err:
-        raise op_error(prim.name, strip_op_prefix(str(err)), loc) from None
+        raise op_error(prim.name, strip_op_prefix(str(err))) from None
     with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, like torch
-        out = np.asarray(prim.impl(*(a._data for a in args), **params))
-    expected = _dtypes.from_ir(ty.element_type).np_dtype
+        out = np.asarray(prim.impl(*[a._data for a in args], **params))
+    expected = dtype.np_dtype
     if out.dtype != expected:
         out = out.astype(expected)
     result = Tensor._eager(out)

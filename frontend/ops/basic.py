@@ -40,6 +40,8 @@ from flow.primitives.registry import bind
 
 
 def broadcast_shapes(op: str, *shapes: Sequence[int]) -> tuple[int, ...]:
+    if shapes and all(s == shapes[0] for s in shapes):  # the common case, on every op
+        return tuple(shapes[0])
     ndim = builtins.max((len(s) for s in shapes), default=0)
     out = []
     for i in range(ndim):
@@ -110,7 +112,7 @@ def promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
     out = []
     for x in xs:
         if isinstance(x, Tensor):
-            out.append(broadcast_to(to(x, dt), shape))
+            out.append(broadcast_to(x if x.dtype is dt else bind(P.cast, x, dtype=dt), shape))
         elif tensors[0].is_global:  # a scalar next to global tensors is a broadcast one
             g = tensors[0].placement
             out.append(full(shape, x, dt, placement=g, sbp=(_global_B(),) * len(g.hierarchy)))

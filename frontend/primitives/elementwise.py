@@ -40,6 +40,12 @@ def _neg(a):
     return bind(neg, a)
 
 
+def _needs(t) -> bool:
+    """Whether backward wants a cotangent for input `t` (rules skip the work for the others;
+    backward drops what they would return for them anyway)."""
+    return t._requires_grad
+
+
 def _d(fn):
     """A unary rule `ct * f'(x, out)`."""
     return lambda ct, x, out: (_mul(ct, fn(x, out)),)
@@ -138,13 +144,16 @@ def _extreme_vjp(direction):
         wins = _cmp(a, b, direction)
         ties = _cmp(a, b, "eq")
         share = _sel(wins, _like(a, 1), _sel(ties, _like(a, 0.5), _like(a, 0)))
-        return _mul(ct, share), _mul(ct, bind(sub, _like(a, 1), share))
+        return (_mul(ct, share) if _needs(a) else None,
+                _mul(ct, bind(sub, _like(a, 1), share)) if _needs(b) else None)  # fmt: skip
 
     return rule
 
 
 def _pow_vjp(ct, a, b, out):
-    da = _mul(ct, _mul(b, bind(pow_, a, bind(sub, b, _like(b, 1)))))
+    da = _mul(ct, _mul(b, bind(pow_, a, bind(sub, b, _like(b, 1))))) if _needs(a) else None
+    if not _needs(b):
+        return da, None
     positive = _cmp(a, _like(a, 0), "gt")
     log_a = _sel(positive, bind(log, _sel(positive, a, _like(a, 1))), _like(a, 0))
     return da, _mul(ct, _mul(out, log_a))
@@ -158,15 +167,18 @@ def _atan2_vjp(ct, y, x, out):
 
 
 add = _binary("add", "AddOp", np.add, lambda ct, a, b, out: (ct, ct))
-sub = _binary("sub", "SubOp", np.subtract, lambda ct, a, b, out: (ct, _neg(ct)))
-mul = _binary("mul", "MulOp", np.multiply, lambda ct, a, b, out: (_mul(ct, b), _mul(ct, a)))
-div = _binary("div", "DivOp", _trunc_div,
-              lambda ct, a, b, out: (_div(ct, b), _neg(_div(_mul(ct, out), b))))  # fmt: skip
+sub = _binary("sub", "SubOp", np.subtract,
+              lambda ct, a, b, out: (ct, _neg(ct) if _needs(b) else None))  # fmt: skip
+mul = _binary("mul", "MulOp", np.multiply, lambda ct, a, b, out: (
+    _mul(ct, b) if _needs(a) else None, _mul(ct, a) if _needs(b) else None))  # fmt: skip
+div = _binary("div", "DivOp", _trunc_div, lambda ct, a, b, out: (
+    _div(ct, b) if _needs(a) else None,
+    _neg(_div(_mul(ct, out), b)) if _needs(b) else None))  # fmt: skip
 maximum = _binary("maximum", "MaximumOp", np.maximum, _extreme_vjp("gt"))
 minimum = _binary("minimum", "MinimumOp", np.minimum, _extreme_vjp("lt"))
 pow_ = _binary("pow", "PowOp", np.power, _pow_vjp)
-rem = _binary("rem", "RemOp", np.fmod,
-              lambda ct, a, b, out: (ct, _neg(_mul(ct, bind(trunc, _div(a, b))))))  # fmt: skip
+rem = _binary("rem", "RemOp", np.fmod, lambda ct, a, b, out: (
+    ct, _neg(_mul(ct, bind(trunc, _div(a, b)))) if _needs(b) else None))  # fmt: skip
 atan2 = _binary("atan2", "Atan2Op", np.arctan2, _atan2_vjp)
 and_ = _binary("and", "AndOp", np.bitwise_and)  # bitwise: no VJP
 or_ = _binary("or", "OrOp", np.bitwise_or)
@@ -183,12 +195,31 @@ def compare(a, b, *, direction):
     return _COMPARE[direction](a, b)
 
 
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
 @primitive("select", "SelectOp")
 def select(pred, a, b):
-    return np.where(pred, a, b)
+    """`np.where`, which branches per element and so runs several times slower on an
+    irregular mask (a ReLU's) than on a uniform one; larger selects pick the bits instead:
+    `b ^ ((a ^ b) * pred)`, exact for every value, into one result array."""
+    if (pred.dtype != np.bool_ or a.dtype != b.dtype or a.dtype.itemsize not in _BITS
+            or max(a.size, b.size) < 4096):  # fmt: skip
+        return np.where(pred, a, b)
+    dtype, bits = a.dtype, _BITS[a.dtype.itemsize]
+    a, b = a.view(bits), b.view(bits)
+    out = np.empty(np.broadcast_shapes(pred.shape, a.shape, b.shape), bits)
+    np.bitwise_xor(a, b, out=out)
+    np.multiply(out, pred, out=out)  # the bits in which a differs from b, where pred holds
+    np.bitwise_xor(out, b, out=out)
+    return out.view(dtype)
 
 
-select.vjp = lambda ct, p, a, b, out: (None, _sel(p, ct, _like(ct, 0)), _sel(p, _like(ct, 0), ct))
+select.vjp = lambda ct, p, a, b, out: (
+    None,
+    _sel(p, ct, _like(ct, 0)) if _needs(a) else None,
+    _sel(p, _like(ct, 0), ct) if _needs(b) else None,
+)  # fmt: skip
 
 
 @primitive("cast", "CastOp", to_ir=lambda p: {"element_type": p["dtype"].ir_type})

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from flow.core import dtypes as _dtypes
 from flow.core.trace import Trace, current_trace
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ class Primitive:
     impl: Callable[..., np.ndarray]
     to_ir: Callable[[dict], dict] = field(default=lambda params: params)
     vjp: Callable | None = None
+    # (operand dtypes and shapes, params) -> result dtype, for `eager_dtype`
+    _result_dtypes: dict = field(default_factory=dict, repr=False)
 
     @functools.cached_property
     def op(self) -> type[fd.FlowOp]:
@@ -46,8 +49,34 @@ class Primitive:
 
         return getattr(dialect, self.op_name)
 
+    def eager_dtype(self, args: tuple, params: dict) -> _dtypes.dtype:
+        """The result dtype of this primitive on eager tensors `args`, by the dialect op's
+        `infer` (raising its VerifyException on operands it rejects).
+
+        Eager mode asks for every op it runs, and building xDSL types each time costs more
+        than most numpy kernels, so the answer is kept per operand dtypes, shapes and
+        params; params that cannot be hashed (a constant's array) are inferred every time."""
+        key = (tuple([(a._dtype, a._shape) for a in args]),
+               tuple([(k, v.__class__, v) for k, v in params.items()]))  # fmt: skip
+        try:
+            found = self._result_dtypes.get(key)
+        except TypeError:  # unhashable params
+            key, found = None, None
+        if found is not None:
+            return found
+        ty = self.op.infer([a._ir_type() for a in args], **self.to_ir(params))
+        found = _dtypes.from_ir(ty.element_type)
+        if key is not None:
+            if len(self._result_dtypes) >= _MAX_CACHED:
+                self._result_dtypes.clear()
+            self._result_dtypes[key] = found
+        return found
+
     def __repr__(self) -> str:
         return f"Primitive({self.name})"
+
+
+_MAX_CACHED = 4096  # result dtypes kept per primitive (a bound for programs of varying shapes)
 
 
 PRIMITIVES: dict[str, Primitive] = {}

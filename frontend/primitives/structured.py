@@ -14,9 +14,32 @@ from flow.primitives.elementwise import _cmp, _div, _like, _mul, _sel, and_
 from flow.primitives.registry import bind, primitive
 
 
+# OpenBLAS runs a GEMM on one thread below m * n * k = 2**18 and hands larger ones to its
+# thread pool. Up to a few times that, the hand-off costs more than it gains, and where the
+# cores are shared it can stall for milliseconds (a thread waits for a core): such GEMMs are
+# split by rows into single-threaded ones.
+_ONE_THREAD_MNK, _SPLIT_MNK = 1 << 18, 1 << 22
+
+
+def host_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.matmul(a, b)`; a mid-sized float GEMM as row blocks (see `_ONE_THREAD_MNK`).
+    The result agrees to rounding: how BLAS blocks a product depends on its thread count
+    anyway."""
+    if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd":
+        return np.matmul(a, b)
+    (m, k), n = a.shape, b.shape[1]
+    if not _ONE_THREAD_MNK < m * n * k <= _SPLIT_MNK or n * k > _ONE_THREAD_MNK:
+        return np.matmul(a, b)
+    rows = _ONE_THREAD_MNK // (n * k)
+    out = np.empty((m, n), a.dtype)
+    for i in range(0, m, rows):
+        np.matmul(a[i:i + rows], b, out=out[i:i + rows])
+    return out
+
+
 @primitive("matmul", "MatmulOp")
 def matmul(a, b):
-    return np.matmul(a, b)
+    return host_matmul(a, b)
 
 
 def _swap_last(t):
@@ -25,10 +48,35 @@ def _swap_last(t):
     return bind(transpose, t, permutation=tuple(perm))
 
 
-matmul.vjp = lambda ct, a, b, out: (
-    bind(matmul, ct, _swap_last(b)),
-    bind(matmul, _swap_last(a), ct),
-)  # fmt: skip
+def _column_major(t) -> bool:
+    """Whether `t` is an eager matrix laid out column-major (a transposed view, as linear
+    layers read their weight)."""
+    b = t._buf
+    return (b.__class__ is np.ndarray and b.ndim == 2 and b.flags.f_contiguous
+            and not b.flags.c_contiguous)  # fmt: skip
+
+
+def _matmul_vjp(ct, a, b, out):
+    """`ct @ b^T` and `a^T @ ct`, each only when that operand needs it. An eager column-major
+    operand gets its cotangent column-major, computed as the transpose of the product the
+    other way round (`(ct^T @ a)^T`): what a transposed weight's gradient becomes after its
+    transpose's own rule is then row-major like the weight, which later elementwise
+    updates read at full speed."""
+    ga = gb = None
+    if a._requires_grad:
+        if _column_major(a):
+            ga = _swap_last(bind(matmul, b, _swap_last(ct)))
+        else:
+            ga = bind(matmul, ct, _swap_last(b))
+    if b._requires_grad:
+        if _column_major(b):
+            gb = _swap_last(bind(matmul, _swap_last(ct), a))
+        else:
+            gb = bind(matmul, _swap_last(a), ct)
+    return ga, gb
+
+
+matmul.vjp = _matmul_vjp
 
 
 _REDUCE = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}

@@ -16,12 +16,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from flow.core import dtypes as _dtypes
 from flow.core.tensor import Tensor
 from flow.dialect.semantics import window_output_size
-from flow.primitives.elementwise import add, and_, compare, mul, or_, select
-from flow.primitives.movement import pad, slice_dims
+from flow.primitives.elementwise import add, and_, cast, compare, mul, or_, select
+from flow.primitives.movement import pad, pad_constant, slice_dims
 from flow.primitives.registry import bind, primitive
-from flow.primitives.structured import broadcast_in_dim, constant, full, reshape, transpose
+from flow.primitives.structured import (broadcast_in_dim, constant, full, host_matmul, reshape,
+                                        transpose)
 
 # --------------------------------------------------------------------------- host constants
 
@@ -123,22 +125,42 @@ def _window_slices(offsets, strides, dilations, out_shape) -> tuple[slice, ...]:
 
 @primitive("conv", "ConvOp")
 def conv(x, w, *, strides, dilations, padding, groups):
-    """Grouped N-d cross-correlation: per kernel tap, a strided slice contracted over channels."""
-    n = x.ndim - 2
-    xp = np.pad(x, [(0, 0), (0, 0), *padding])
-    out = [window_output_size(x.shape[2 + i], w.shape[2 + i], strides[i], dilations[i],
-                              padding[i]) for i in range(n)]  # fmt: skip
+    """Grouped N-d cross-correlation as one matrix product per group: the windows of the
+    padded operand, viewed in place (`_windows`) and gathered into rows of
+    channels x kernel taps, times the weight laid out the same way."""
+    n, dtype = x.ndim - 2, x.dtype
+    if any(lo or hi for lo, hi in padding):
+        x = pad_constant(x, (0, 0, *(lo for lo, _ in padding)), (0, 0, *(hi for _, hi in padding)))
+    kernel = w.shape[2:]
+    out = [window_output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], (0, 0))
+           for i in range(n)]  # fmt: skip
     batch, c_in, c_out = x.shape[0], x.shape[1], w.shape[0]
-    xg = xp.reshape(batch, groups, c_in // groups, *xp.shape[2:])
-    wg = w.reshape(groups, c_out // groups, c_in // groups, *w.shape[2:])
+    cg, og, taps, positions = c_in // groups, c_out // groups, math.prod(kernel), math.prod(out)
     # 16-bit floats accumulate in float32, as PyTorch does on the CPU.
     acc_dt = np.float32 if x.dtype.kind in "fV" and x.dtype.itemsize < 4 else x.dtype
-    xg, wg = xg.astype(acc_dt, copy=False), wg.astype(acc_dt, copy=False)
-    acc = np.zeros((batch, groups, c_out // groups, *out), dtype=acc_dt)
-    for k in np.ndindex(*w.shape[2:]):
-        patch = xg[(..., *_window_slices(k, strides, dilations, out))]
-        acc += np.einsum("ngc...,goc->ngo...", patch, wg[(..., *k)])
-    return acc.reshape(batch, c_out, *out).astype(x.dtype)
+    x, w = x.astype(acc_dt, copy=False), w.astype(acc_dt, copy=False)
+    win = _windows(x, groups, out, kernel, strides, dilations)  # [N, G, Cg, *out, *k]
+    spatial = tuple(range(3, 3 + n))
+    cols = win.transpose(1, 0, *spatial, 2, *(s + n for s in spatial))
+    cols = cols.reshape(groups, batch * positions, cg * taps)
+    wm = w.reshape(groups, og, cg * taps)
+    if groups == 1:  # a plain 2-d product: BLAS
+        r = host_matmul(cols[0], wm[0].T)[None]
+    else:
+        r = np.matmul(cols, wm.transpose(0, 2, 1))  # [G, N * positions, og]
+    r = r.reshape(groups, batch, *out, og).transpose(1, 0, 2 + n, *range(2, 2 + n))
+    return np.ascontiguousarray(r).reshape(batch, c_out, *out).astype(dtype, copy=False)
+
+
+def _windows(x, groups, out, kernel, strides, dilations) -> np.ndarray:
+    """A read-only view [N, G, C/G, *out, *kernel] of `x` [N, C, *spatial]: element
+    (n, g, c, p, k) is x[n, g * C/G + c, p * stride + k * dilation]."""
+    st = x.strides
+    cg = x.shape[1] // groups
+    shape = (x.shape[0], groups, cg, *out, *kernel)
+    steps = (st[0], st[1] * cg, st[1], *(st[2 + i] * s for i, s in enumerate(strides)),
+             *(st[2 + i] * d for i, d in enumerate(dilations)))  # fmt: skip
+    return np.lib.stride_tricks.as_strided(x, shape, steps, writeable=False)
 
 
 def transposed_conv(ct, w, sizes, strides, dilations, padding, groups) -> Tensor:
@@ -223,12 +245,15 @@ def reduce_window(x, *, kind, window, strides, dilations, padding):
     """Per window position, a strided slice of the identity-padded operand folded into the
     result (16-bit float sums and products accumulate in float32)."""
     wide = kind in ("sum", "prod") and x.dtype.kind in "fV" and x.dtype.itemsize < 4
-    xp = np.pad(x.astype(np.float32) if wide else x, padding,
-                constant_values=_identity(kind, x.dtype))  # fmt: skip
+    xp = x.astype(np.float32) if wide else x
+    if any(lo or hi for lo, hi in padding):
+        xp = pad_constant(xp, [lo for lo, _ in padding], [hi for _, hi in padding],
+                          _identity(kind, x.dtype))  # fmt: skip
     out = [window_output_size(*a) for a in zip(x.shape, window, strides, dilations, padding)]
     acc = np.full(out, _identity(kind, x.dtype), dtype=xp.dtype)
+    combine = _NP_COMBINE[kind]
     for k in np.ndindex(*window):
-        acc = _NP_COMBINE[kind](acc, xp[_window_slices(k, strides, dilations, out)])
+        combine(acc, xp[_window_slices(k, strides, dilations, out)], out=acc)
     return acc.astype(x.dtype, copy=False)
 
 
@@ -271,6 +296,8 @@ def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding)
             return (_zeros(sizes, x.dtype),)
         return (bind(reduce_window, g, kind="sum", window=tuple(window), strides=(1,) * x.ndim,
                      dilations=tuple(dilations), padding=pads),)  # fmt: skip
+    if kind in ("max", "min") and _tiles(window, strides, dilations, padding):
+        return (_tiled_extreme_vjp(ct, x, out, tuple(window)),)
     args = (strides, dilations, padding)
     inside = {k: _inside(k, ct.shape, sizes, args) for k in np.ndindex(*window)}
     offsets = [k for k, masks in inside.items() if masks is not None]
@@ -302,6 +329,46 @@ def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding)
         if placed is not None:
             grad = placed if grad is None else bind(add, grad, placed)
     return (_zeros(sizes, x.dtype) if grad is None else grad,)
+
+
+def _tiles(window, strides, dilations, padding) -> bool:
+    """Whether the windows tile the operand: side by side (stride = window), unpadded."""
+    return math.prod(window) > 1 and all(
+        s == w and (d == 1 or w == 1) and lo == 0 and hi == 0
+        for w, s, d, (lo, hi) in zip(window, strides, dilations, padding)
+    )
+
+
+def _tiled_extreme_vjp(ct, x, out, window):
+    """max / min cotangent over windows that tile `x` (`_tiles`; rows past the last whole
+    window get none), routed as `_routed` routes it, in a fixed handful of ops: the windows
+    as rows of their elements in row-major order, and the first element attaining the
+    result (or NaN) as the hit whose running count of hits along its row is 1."""
+    n, outs = x.ndim, tuple(ct.shape)
+    used = tuple(o * w for o, w in zip(outs, window))
+    elems, rows = math.prod(window), (*outs, math.prod(window))
+    to_rows = tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2))
+    back = tuple(v for d in range(n) for v in (d, n + d))
+    xs = slice_dims(x, {d: (0, u, 1) for d, u in enumerate(used)})
+    v = bind(reshape, xs, shape=tuple(v for o, w in zip(outs, window) for v in (o, w)))
+    v = bind(reshape, bind(transpose, v, permutation=to_rows), shape=rows)
+    result = bind(broadcast_in_dim, out, dims=tuple(range(n)), shape=rows)
+    hit = bind(or_, bind(compare, v, result, direction="eq"),
+               bind(compare, v, v, direction="ne"))  # fmt: skip
+    ones = bind(cast, hit, dtype=_dtypes.float32)
+    count = bind(reduce_window, ones, kind="sum", window=(1,) * n + (elems,),
+                 strides=(1,) * (n + 1), dilations=(1,) * (n + 1),
+                 padding=((0, 0),) * n + ((elems - 1, 0),))  # fmt: skip
+    one = bind(full, value=1, shape=rows, dtype=_dtypes.float32)
+    first = bind(and_, hit, bind(compare, count, one, direction="eq"))
+    spread = bind(broadcast_in_dim, ct, dims=tuple(range(n)), shape=rows)
+    g = bind(select, first, spread, _zeros(rows, ct.dtype))
+    g = bind(transpose, bind(reshape, g, shape=(*outs, *window)), permutation=back)
+    g = bind(reshape, g, shape=used)
+    if used == tuple(x.shape):
+        return g
+    return bind(pad, g, low=(0,) * n, high=tuple(s - u for s, u in zip(x.shape, used)), value=0,
+                dtype=g.dtype)  # fmt: skip
 
 
 def _routed(ct, out, taps, offsets, inside):
