@@ -113,6 +113,7 @@ _BY_NAME = {d.name: d for d in ALL_DTYPES} | {
     "float": float32, "double": float64, "half": float16, "int": int32, "long": int64,
 }  # fmt: skip
 _BY_NP_NAME = {d.name: d for d in ALL_DTYPES}  # by `np.dtype(x).name` (ml_dtypes says "bfloat16")
+_BY_NP_DTYPE: dict[np.dtype, dtype] = {}  # the numpy dtypes seen so far
 
 DEFAULT_FLOAT = float32
 DEFAULT_INT = int64
@@ -122,6 +123,9 @@ def as_dtype(x) -> dtype:
     """Accept a flow dtype, a name, a numpy dtype or a Python type."""
     if isinstance(x, dtype):
         return x
+    found = _BY_NP_DTYPE.get(x) if isinstance(x, np.dtype) else None
+    if found is not None:
+        return found
     if isinstance(x, str) and x in _BY_NAME:
         return _BY_NAME[x]
     if x is float:
@@ -131,12 +135,14 @@ def as_dtype(x) -> dtype:
     if x is bool:
         return bool_
     try:
-        found = _BY_NP_NAME.get(np.dtype(x).name)
+        np_dtype = np.dtype(x)
+        found = _BY_NP_NAME.get(np_dtype.name)  # `.name` costs 2 us: cached by dtype below
     except TypeError:
         found = None
     if found is None:
         known = ", ".join(d.name for d in ALL_DTYPES)
         raise TypeError(f"unsupported dtype {x!r}; expected one of: {known}")
+    _BY_NP_DTYPE[np_dtype] = found
     return found
 
 
