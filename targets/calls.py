@@ -20,6 +20,12 @@ makes a new array (which is uploaded). A result that shares memory with an argum
 way (a function returning its input) is copied, so results never alias the caller's arrays.
 :func:`transfer_stats` counts the bytes uploaded, passed as device buffers and read back.
 
+Per-call cost: a call runs ``VmContext.invoke`` on the function itself, beneath IREE's
+``FunctionInvoker``. On CPU drivers a small argument is copied into a staging buffer kept for
+its position (the program must not keep its arguments past the call; flow's do not), and a
+call whose arguments all went there reuses one argument list; a result IREE returns in a
+staging buffer is copied, like one in a resident argument.
+
 Result arrays that map device memory hold the device (through their base), so a device goes
 only with the last of them, whenever the runtime shuts down (:mod:`flow.targets.runtime`).
 """
@@ -101,6 +107,8 @@ def forget_residents() -> None:
 
 def _resident_view(arr: np.ndarray, space: str) -> rt.HalBufferView | None:
     base = arr.base
+    if base.__class__ is np.ndarray:  # a bf16 result is a view of the array its base maps
+        base = base.base
     if base.__class__ is _Mapping:  # a mapped result, or a view of one (not the same array)
         return base._keep[2] if base.owner() is arr and base.space == space else None
     entry = _resident.get(id(arr))
@@ -221,7 +229,7 @@ class Function:
         return self._finish(views, resident, uploaded, up_bytes, [])
 
     def _finish(self, values: list[Any], resident: list[np.ndarray], uploaded: int,
-                up_bytes: int, staged: list[tuple[int, int]]) -> tuple[np.ndarray, ...]:  # fmt: skip
+                up_bytes: int, staged: list) -> tuple[np.ndarray, ...]:  # fmt: skip
         """Result buffer views as numpy arrays, and the call counted. `staged`: the spans of
         the staging buffers this call used (a result IREE returns in one is copied)."""
         device = self._invoker.device
@@ -346,7 +354,9 @@ def _address(arr: np.ndarray) -> int:
 
 def _span(arr: np.ndarray) -> tuple[int, int]:
     base = arr.base
-    if base.__class__ is _Mapping:
+    if base.__class__ is np.ndarray:
+        base = base.base
+    if base.__class__ is _Mapping and base.owner() is arr:
         return base.span
     start = _address(arr)
     return start, start + arr.nbytes
@@ -421,7 +431,7 @@ def _map_results(
         mapping = _Mapping(interface, mapped, device, view, space, span)
         arr = np.asarray(mapping)
         if as_view:
-            arr = arr.view(dtype)  # its base is `mapping` too (numpy collapses view chains)
+            arr = arr.view(dtype)  # whose base is the array `mapping` is the base of
         mapping.owner = weakref.ref(arr)
         out.append(arr)
     return tuple(out)
