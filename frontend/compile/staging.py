@@ -67,7 +67,7 @@ class ProgramCache:
         """The flattened `args`, their key and the program compiled for it (None if none)."""
         leaves, key = call_key(args, target)
         program = self._programs.get(key)
-        if program is not None and key in self._grad_reached:
+        if program is not None and self._grad_reached and key in self._grad_reached:
             check_reached(self._grad_reached[key], self.what)
         return leaves, key, program
 
