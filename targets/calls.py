@@ -20,6 +20,12 @@ makes a new array (which is uploaded). A result that shares memory with an argum
 way (a function returning its input) is copied, so results never alias the caller's arrays.
 :func:`transfer_stats` counts the bytes uploaded, passed as device buffers and read back.
 
+Per-call cost: a call runs ``VmContext.invoke`` on the function itself, beneath IREE's
+``FunctionInvoker``. On CPU drivers a small argument is copied into a staging buffer kept for
+its position (the program must not keep its arguments past the call; flow's do not), and a
+call whose arguments all went there reuses one argument list; a result IREE returns in a
+staging buffer is copied, like one in a resident argument.
+
 Result arrays that map device memory hold the device (through their base), so a device goes
 only with the last of them, whenever the runtime shuts down (:mod:`flow.targets.runtime`).
 """
@@ -27,6 +33,8 @@ only with the last of them, whenever the runtime shuts down (:mod:`flow.targets.
 from __future__ import annotations
 
 import bisect
+import ctypes
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -71,10 +79,12 @@ def reset_transfer_stats() -> None:
     _counts.update(dict.fromkeys(_FIELDS, 0))
 
 
-# id(result array) -> (weak reference to it, memory space, the device buffer view it holds).
-# An entry lives as long as its array; the id is checked against the live object on lookup.
-# The memory space is the driver, except that the CPU drivers share one (host memory: a
-# buffer of a local-task call is a valid argument of a local-sync call and back).
+# id(result array) -> (weak reference to it, memory space, the device buffer view it holds):
+# the read-back results of drivers whose memory is not mapped (a mapped result keeps its view
+# in its base, the `_Mapping`). An entry lives as long as its array; the id is checked
+# against the live object on lookup. The memory space is the driver, except that the CPU
+# drivers share one (host memory: a buffer of a local-task call is a valid argument of a
+# local-sync call and back).
 _resident: dict[int, tuple[weakref.ref, str, rt.HalBufferView]] = {}
 
 
@@ -90,11 +100,17 @@ def _forget(key: int, ref: weakref.ref) -> None:
 
 
 def forget_residents() -> None:
-    """Forget every result's device buffer (at shutdown: the buffers go before their devices)."""
+    """Forget every read-back result's device buffer (at shutdown: the buffers go before their
+    devices; mapped results hold their device, see `_Mapping`)."""
     _resident.clear()
 
 
 def _resident_view(arr: np.ndarray, space: str) -> rt.HalBufferView | None:
+    base = arr.base
+    if base.__class__ is np.ndarray:  # a bf16 result is a view of the array its base maps
+        base = base.base
+    if base.__class__ is _Mapping:  # a mapped result, or a view of one (not the same array)
+        return base._keep[2] if base.owner() is arr and base.space == space else None
     entry = _resident.get(id(arr))
     if entry is None or entry[0]() is not arr or entry[1] != space:
         return None
@@ -103,18 +119,96 @@ def _resident_view(arr: np.ndarray, space: str) -> rt.HalBufferView | None:
 
 class Function:
     """One exported function; calling it returns a tuple of numpy arrays (always a tuple,
-    also for a single result; empty for none)."""
+    also for a single result; empty for none).
+
+    A call goes beneath IREE's `FunctionInvoker`: array arguments become buffer views pushed
+    on an argument list, `VmContext.invoke` runs the function, and the result buffer views
+    are mapped (CPU) or read back; what the invoker re-derives each call (element types, the
+    result count) is looked up once. On CPU drivers a small argument is copied into a buffer
+    kept for its position (reallocated when its shape or dtype changes), and a call whose
+    arguments all went there reuses one argument list: no allocation for the arguments.
+    Other arguments (Python scalars) go through the invoker."""
 
     def __init__(self, module: Module, name: str, invoker: Any):
         self.module = module
         self.name = name
-        self._invoker = invoker
+        self._invoker: _Handles | None = _Handles(module, invoker)  # None once released
         self._space = "cpu" if module.driver in CPU_DRIVERS else module.driver  # memory space
         self._maps_results = module.driver in CPU_DRIVERS
 
     def call(self, *args: Any) -> tuple[np.ndarray, ...]:
         """Run the function on numpy arrays (or scalars); see the module doc for result memory
         and for arguments that are earlier results (passed as device buffers)."""
+        h = self._invoker
+        if h is None:
+            self.module._live()
+        n = len(args)
+        # staging buffers, unless another thread's call is using them
+        slots = h.slots if self._maps_results and h.lock.acquire(False) else None
+        try:
+            if slots is not None and len(slots) != n:
+                slots = h.slots = [None] * n
+                h.slot_args = None
+                h.spans = []
+            views: list[rt.HalBufferView] = []
+            resident: list[np.ndarray] = []
+            uploaded = up_bytes = 0
+            all_staged = slots is not None
+            for i, a in enumerate(args):
+                if not isinstance(a, np.ndarray):
+                    return self._call_packed(args)
+                view = _resident_view(a, self._space)
+                if view is not None:
+                    resident.append(a)
+                    all_staged = False
+                    views.append(view)
+                    continue
+                uploaded += 1
+                up_bytes += a.nbytes
+                slot = slots[i] if slots is not None else None
+                if slot is not None and slot[1] == a.shape and slot[0] == a.dtype:
+                    np.copyto(slot[3], a)
+                    views.append(slot[2])
+                    continue
+                if not a.flags.c_contiguous:
+                    a = np.ascontiguousarray(a)
+                view = h.allocator.allocate_buffer_copy(
+                    memory_type=_ARG_MEMORY, allowed_usage=_ARG_USAGE, device=h.device,
+                    buffer=a, element_type=_element_type(a.dtype))  # fmt: skip
+                views.append(view)
+                if slots is not None and 0 < a.nbytes <= STAGE_MAX_BYTES:
+                    slots[i] = _staging_slot(a, view)
+                    h.slot_args = None
+                    h.spans = sorted(slot[4] for slot in slots if slot is not None)
+                else:
+                    all_staged = False
+            arg_list = h.slot_args if all_staged else None
+            if arg_list is None:
+                arg_list = rt.VmVariantList(n)
+                for view in views:
+                    arg_list.push_ref(view)
+                if all_staged:
+                    h.slot_args = arg_list
+            ret = rt.VmVariantList(h.n_results)
+            h.context.invoke(h.function, arg_list, ret)
+            n_ret = ret.size
+            if n_ret > h.n_results:
+                h.n_results = n_ret
+            values: list[Any] = []
+            for i in range(n_ret):
+                try:
+                    values.append(ret.get_as_object(i, rt.HalBufferView))
+                except ValueError:  # not a ref: a scalar result
+                    values.append(ret.get_variant(i))
+            return self._finish(values, resident, uploaded, up_bytes, h.spans)
+        finally:
+            if slots is not None:
+                h.lock.release()
+
+    __call__ = call
+
+    def _call_packed(self, args: tuple) -> tuple[np.ndarray, ...]:
+        """A call with non-array arguments: IREE's invoker packs them."""
         packed: list[Any] = []
         resident: list[np.ndarray] = []
         uploaded = up_bytes = 0
@@ -129,16 +223,21 @@ class Function:
                 uploaded += 1
                 up_bytes += a.nbytes
             packed.append(a)
-        invoker = self._invoker
-        if invoker is None:
-            self.module._live()
-        raw = invoker(*packed)
+        raw = self._invoker.invoker(*packed)
         values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
+        views = [v._buffer_view if isinstance(v, rt.DeviceArray) else v for v in values]
+        return self._finish(views, resident, uploaded, up_bytes, [])
+
+    def _finish(self, values: list[Any], resident: list[np.ndarray], uploaded: int,
+                up_bytes: int, staged: list) -> tuple[np.ndarray, ...]:  # fmt: skip
+        """Result buffer views as numpy arrays, and the call counted. `staged`: the spans of
+        the staging buffers this call used (a result IREE returns in one is copied)."""
+        device = self._invoker.device
         if self._maps_results:
-            out = _map_results(values, self._space, resident, self.module.device)
+            out = _map_results(values, self._space, resident, device, staged)
             read_back = 0
         else:
-            out = _read_back(values, self.module.device, self._space)
+            out = _read_back(values, device, self._space)
             read_back = sum(a.nbytes for a in out)
         c = _counts
         c["calls"] += 1
@@ -153,93 +252,205 @@ class Function:
             c["read_back_bytes"] += read_back
         return out
 
-    __call__ = call
-
     def __repr__(self) -> str:
         return f"<flow.targets.Function {self.name} on {self.module.driver}>"
 
 
+class _Handles:
+    """What calls of one function use of the runtime: IREE's invoker (for calls it packs),
+    the VM context and function, the device and its allocator, and the staging buffers. The
+    runtime drops them together at shutdown (`Module._release` clears `Function._invoker`),
+    so none outlives its device."""
+
+    __slots__ = ("invoker", "context", "function", "device", "allocator", "n_results",
+                 "slots", "slot_args", "spans", "lock")  # fmt: skip
+
+    def __init__(self, module: Module, invoker: Any):
+        self.invoker = invoker
+        self.context = module._context.vm_context
+        self.function = invoker.vm_function
+        self.device = module.device
+        self.allocator = self.device.allocator
+        self.n_results = 1  # the capacity of a result list (grown to the count seen)
+        # per argument position: (dtype, shape, buffer view, its mapped array, its span)
+        self.slots: list[tuple | None] = []
+        self.slot_args: rt.VmVariantList | None = None  # the staging buffers' argument list
+        self.spans: list[tuple[int, int]] = []  # the staging buffers' memory, sorted
+        self.lock = threading.Lock()
+
+
+_BYTE = np.dtype(np.uint8)
+STAGE_MAX_BYTES = 1 << 16  # larger arguments are uploaded into fresh buffers: copying is
+# most of their cost, and a staging buffer would keep a second copy of them alive
+
+
+def _staging_slot(a: np.ndarray, view: rt.HalBufferView) -> tuple:
+    """A staging buffer for arguments like `a`, whose contents `view` already holds."""
+    # writable, unlike np.frombuffer's; as bytes: IREE's asarray knows no ml_dtypes dtypes
+    mapped = view.map().asarray([a.nbytes], _BYTE).view(a.dtype).reshape(a.shape)
+    start = _address(mapped)
+    return (a.dtype, a.shape, view, mapped, (start, start + a.nbytes))
+
+
+# How arguments are uploaded: as IREE's invoker does (`FunctionInvoker`'s implicit buffers).
+_ARG_MEMORY = int(rt.MemoryType.DEVICE_LOCAL)
+_ARG_USAGE = int(rt.BufferUsage.DEFAULT)
+_ELEMENT_TYPES: dict[np.dtype, rt.HalElementType] = {}  # numpy dtype -> IREE element type
+_DTYPES: dict[int, tuple[np.dtype, str, bool]] = {}  # IREE element type -> `_result_type`
+
+
+def _element_type(dtype: np.dtype) -> rt.HalElementType:
+    et = _ELEMENT_TYPES.get(dtype)
+    if et is None:
+        from iree.runtime.dtypes import map_dtype_to_hal_element_type
+
+        et = map_dtype_to_hal_element_type(dtype)
+        if et is None:
+            raise TypeError(f"flow.targets: no IREE element type for numpy dtype {dtype}")
+        _ELEMENT_TYPES[dtype] = et
+    return et
+
+
+def _dtype(view: rt.HalBufferView) -> np.dtype:
+    """The numpy dtype of a buffer view's elements."""
+    return _result_type(view.element_type)[0]
+
+
+def _result_type(element_type: int) -> tuple[np.dtype, str, bool]:
+    """Of an IREE element type: its numpy dtype, the `typestr` numpy maps it with, and
+    whether the mapped array must be viewed as the dtype (IREE names bf16 only once ml_dtypes
+    is loaded, and its typestr is a raw 2-byte void)."""
+    found = _DTYPES.get(element_type)
+    if found is None:
+        dtype = np.dtype(rt.HalElementType.map_to_dtype(element_type))
+        if dtype.kind == "V":
+            import ml_dtypes  # noqa: F401  (numpy knows the name "bfloat16" once it is imported)
+
+            dtype = np.dtype(rt.HalElementType.map_to_dtype(element_type))
+        found = _DTYPES[element_type] = (dtype, dtype.str, np.dtype(dtype.str) != dtype)
+    return found
+
+
+class _ArrayInterface(ctypes.Structure):
+    """numpy's `PyArrayInterface`, the struct behind `ndarray.__array_struct__`."""
+
+    _fields_ = [("two", ctypes.c_int), ("nd", ctypes.c_int), ("typekind", ctypes.c_char),
+                ("itemsize", ctypes.c_int), ("flags", ctypes.c_int),
+                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                ("data", ctypes.c_void_p), ("descr", ctypes.c_void_p)]  # fmt: skip
+
+
+_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+_capsule_pointer.restype = ctypes.c_void_p
+_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+_read_pointer = ctypes.c_void_p.from_address
+_DATA_FIELD = _ArrayInterface.data.offset
+
+
+def _address(arr: np.ndarray) -> int:
+    """The address of `arr`'s first element (a third of what `__array_interface__` costs)."""
+    return _read_pointer(_capsule_pointer(arr.__array_struct__, None) + _DATA_FIELD).value or 0
+
+
 def _span(arr: np.ndarray) -> tuple[int, int]:
-    start = arr.__array_interface__["data"][0]
+    base = arr.base
+    if base.__class__ is np.ndarray:
+        base = base.base
+    if base.__class__ is _Mapping and base.owner() is arr:
+        return base.span
+    start = _address(arr)
     return start, start + arr.nbytes
 
 
 class _Mapping:
-    """The base of a result array that maps device memory: the mapped array IREE made and the
-    device, so that the device outlives the buffer whatever order the arrays are freed in
-    (releasing a buffer after its device crashes inside IREE)."""
+    """The base of a result array that maps device memory: it holds the mapped memory IREE
+    made and the device, so that the device outlives the buffer whatever order the arrays are
+    freed in (releasing a buffer after its device crashes inside IREE), and it names the
+    array's buffer view, so that passing the array back hands IREE the buffer (`owner`: the
+    array; views of it share this base but are not it)."""
 
-    __slots__ = ("__array_interface__", "_keep")
+    # slots are cleared in alphabetical order: the device and the buffer go in `_keep`
+    __slots__ = ("__array_interface__", "_keep", "owner", "space", "span")
 
-    def __init__(self, interface: dict[str, Any], mapped: np.ndarray, device: rt.HalDevice):
-        # `mapped`'s C-contiguous layout; without the `descr` list numpy reads it 1 us faster
-        self.__array_interface__ = {"data": interface["data"], "shape": interface["shape"],
-                                    "typestr": interface["typestr"], "version": 3}  # fmt: skip
-        self._keep = (device, mapped)  # a tuple frees its items last to first: buffer first
+    def __init__(self, interface: dict[str, Any], mapped: Any, device: rt.HalDevice,
+                 view: rt.HalBufferView, space: str, span: tuple[int, int]):  # fmt: skip
+        self.__array_interface__ = interface
+        self._keep = (device, mapped, view)  # a tuple frees its items last to first
+        self.space = space
+        self.span = span
+        self.owner: weakref.ref = _NO_OWNER
 
 
-def _typed(arr: np.ndarray, view: rt.HalBufferView) -> np.ndarray:
-    """`arr` as its buffer view's element type: IREE hands bf16 back as raw 2-byte voids."""
-    if arr.dtype.kind != "V":
-        return arr
-    import ml_dtypes  # noqa: F401  (numpy knows the name "bfloat16" once it is imported)
-
-    return arr.view(np.dtype(rt.HalElementType.map_to_dtype(view.element_type)))
+_NO_OWNER = weakref.ref(_Mapping)  # a weak reference to an object other than any array
 
 
 def _map_results(
-    values: tuple[Any, ...], space: str, resident: list[np.ndarray], device: rt.HalDevice
+    values: list[Any], space: str, resident: list[np.ndarray], device: rt.HalDevice,
+    staged: list[tuple[int, int]],
 ) -> tuple[np.ndarray, ...]:
     """CPU results as numpy arrays mapping their device buffers (remembered for later calls);
-    copies where a result shares memory with an earlier result or a resident argument."""
-    taken: list[tuple[int, int]] = []  # disjoint spans, sorted
-    for start, end in sorted(_span(a) for a in resident if a.nbytes):
-        if taken and start < taken[-1][1]:
-            taken[-1] = (taken[-1][0], max(end, taken[-1][1]))
-        else:
-            taken.append((start, end))
+    copies where a result shares memory with an earlier result, a resident argument or a
+    staging buffer (`staged`: their spans, sorted)."""
+    if resident:
+        taken: list[tuple[int, int]] = []  # disjoint spans, sorted
+        for start, end in sorted([_span(a) for a in resident if a.nbytes] + staged):
+            if taken and start < taken[-1][1]:
+                taken[-1] = (taken[-1][0], max(end, taken[-1][1]))
+            else:
+                taken.append((start, end))
+    else:
+        taken = list(staged)
     out: list[np.ndarray] = []
-    for value in values:
-        arr = np.asarray(value)
-        if isinstance(value, rt.DeviceArray):
-            arr = _typed(arr, value._buffer_view)
-        if not isinstance(value, rt.DeviceArray):
-            out.append(arr)
+    for view in values:
+        if not isinstance(view, rt.HalBufferView):  # a scalar result
+            out.append(np.asarray(view))
             continue
-        if arr.nbytes == 0:  # nothing to map: an array of our own, holding no IREE buffer
-            out.append(np.empty(arr.shape, arr.dtype))
+        dtype, typestr, as_view = _result_type(view.element_type)
+        shape = tuple(view.shape)
+        size = view.byte_length
+        if size == 0:  # nothing to map: an array of our own, holding no buffer
+            out.append(np.empty(shape, dtype))
             continue
-        interface = arr.__array_interface__
-        start = interface["data"][0]
-        span = (start, start + arr.nbytes)
-        i = bisect.bisect_left(taken, span)
-        if (i < len(taken) and taken[i][0] < span[1]) or (i > 0 and taken[i - 1][1] > span[0]):
-            out.append(arr.copy())
-            continue
-        taken.insert(i, span)
-        if arr.dtype == np.dtype(rt.HalElementType.map_to_dtype(value._buffer_view.element_type)):
-            # else a converted copy (bool)
-            arr = _typed(np.asarray(_Mapping(interface, arr, device)), value._buffer_view)
-            _remember(arr, space, value._buffer_view)
+        mapped = view.map()
+        start = _address(np.frombuffer(mapped, _BYTE, size))
+        span = (start, start + size)
+        if taken:
+            i = bisect.bisect_left(taken, span)
+            if (i < len(taken) and taken[i][0] < span[1]) or (
+                i > 0 and taken[i - 1][1] > span[0]
+            ):
+                flat = np.frombuffer(mapped, dtype, size // dtype.itemsize)
+                out.append(flat.reshape(shape).copy())
+                continue
+            taken.insert(i, span)
+        else:
+            taken.append(span)
+        # numpy takes the base of a buffer-protocol array from the buffer's owner: the data
+        # pointer instead makes the `_Mapping` (and the device it holds) the base
+        interface = {"data": (start, False), "shape": shape, "typestr": typestr, "version": 3}
+        mapping = _Mapping(interface, mapped, device, view, space, span)
+        arr = np.asarray(mapping)
+        if as_view:
+            arr = arr.view(dtype)  # whose base is the array `mapping` is the base of
+        mapping.owner = weakref.ref(arr)
         out.append(arr)
     return tuple(out)
 
 
-def _read_back(values: tuple[Any, ...], device: rt.HalDevice, space: str) -> tuple[np.ndarray, ...]:
+def _read_back(values: list[Any], device: rt.HalDevice, space: str) -> tuple[np.ndarray, ...]:
     """Copy device results into numpy through host-visible staging buffers (one wait for all);
     each array is read-only and remembers its device buffer (see the module doc)."""
-    staged: list[tuple[rt.HalBuffer, list[int], np.dtype, np.dtype] | None] = []
+    staged: list[tuple[rt.HalBuffer | None, tuple, np.dtype] | None] = []
     sem = device.create_semaphore(0)
     step = 0
-    for value in values:
-        if not isinstance(value, rt.DeviceArray):
+    for view in values:
+        if not isinstance(view, rt.HalBufferView):
             staged.append(None)
             continue
-        view = value._buffer_view  # DeviceArray has no public accessor for its buffer view
-        raw_dtype = np.dtype(rt.HalElementType.map_to_dtype(view.element_type))
+        dtype = _dtype(view)
         src = view.get_buffer()
         if src.byte_length() == 0:
-            staged.append((None, view.shape, raw_dtype, np.dtype(value.dtype)))
+            staged.append((None, tuple(view.shape), dtype))
             continue
         host = device.allocator.allocate_buffer(
             memory_type=int(rt.MemoryType.HOST_LOCAL | rt.MemoryType.DEVICE_VISIBLE),
@@ -253,23 +464,20 @@ def _read_back(values: tuple[Any, ...], device: rt.HalDevice, space: str) -> tup
             signal_semaphores=rt.HalFence.create_at(sem, step + 1),
         )
         step += 1
-        staged.append((host, view.shape, raw_dtype, np.dtype(value.dtype)))
+        staged.append((host, tuple(view.shape), dtype))
     if step:
         rt.HalFence.create_at(sem, step).wait()
     out: list[np.ndarray] = []
-    for value, entry in zip(values, staged):
+    for view, entry in zip(values, staged):
         if entry is None:
-            out.append(np.asarray(value))
+            out.append(np.asarray(view))
             continue
-        host, shape, raw_dtype, dtype = entry
+        host, shape, dtype = entry
         if host is None:
-            arr = np.empty(shape, raw_dtype)
+            arr = np.empty(shape, dtype)
         else:
-            arr = np.array(host.map().asarray(shape, raw_dtype))
-        if dtype == raw_dtype:
-            arr.flags.writeable = False
-            _remember(arr, space, value._buffer_view)
-        else:
-            arr = arr.astype(dtype)
+            arr = np.array(host.map().asarray(list(shape), dtype))
+        arr.flags.writeable = False
+        _remember(arr, space, view)
         out.append(arr)
     return tuple(out)

@@ -28,7 +28,7 @@ from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 
 from . import progress
-from .signature import describe, is_array, signature
+from .signature import describe, signature
 
 if TYPE_CHECKING:
     from xdsl.dialects.builtin import ModuleOp
@@ -224,18 +224,19 @@ class Program:
 
     def call_flat(self, leaves: list):
         """Run on the flattened arguments `leaves` (of this program's signature, unchecked)."""
-        inputs = [_host(x) for x in leaves if is_array(x)]
-        inputs += [_host(t) for t in self.lowered.captured]
-        for index, generator in self.lowered.key_slots:  # a fresh random key per call
+        low = self.lowered
+        inputs = [_host(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
+        if low.captured:
+            inputs += [_host(t) for t in low.captured]
+        for index, generator in low.key_slots:  # a fresh random key per call
             inputs.insert(index, generator._next_key_array())
         if self.groups is not None:  # a rank outside some placement holds no part of those
             from .per_rank import absent_results, held_inputs
 
-            inputs = held_inputs(self.lowered, inputs)
-            outputs = absent_results(self.lowered, [np.asarray(o) for o in self._fn(*inputs)])
+            inputs = held_inputs(low, inputs)
+            outputs = absent_results(low, [np.asarray(o) for o in self._fn(*inputs)])
         else:
             outputs = [np.asarray(o) for o in self._fn(*inputs)]
-        low = self.lowered
         if low.checks:  # before anything is written back: a failed step changes no state
             from flow.ops.index_checks import first_error
 
@@ -249,21 +250,33 @@ class Program:
                 raise err
             outputs = outputs[:n_checked]
         n_user = len(outputs) - len(low.mutated) - len(low.born)
-        for t, o in zip(low.mutated, outputs[n_user:]):
-            t._data = o  # the new value, in the buffer the runtime returned (no copy)
-        n_born = n_user + len(low.mutated)
-        for t, o, info in zip(low.born, outputs[n_born:], low.out_dists[n_born:]):
-            t._data, t._value, t._trace = o, None, None
-            if info is not None:
-                t._dist = info
-            if self.device is not None:
-                t._device = self.device
-        results = [_wrap(o, info, shape) for o, (info, shape) in
-                   zip(outputs[:n_user], zip(low.out_dists, self._out_shapes()))]  # fmt: skip
+        if low.mutated:
+            for t, o in zip(low.mutated, outputs[n_user:]):
+                t._data = o  # the new value, in the buffer the runtime returned (no copy)
+        if low.born:
+            n_born = n_user + len(low.mutated)
+            for t, o, info in zip(low.born, outputs[n_born:], low.out_dists[n_born:]):
+                t._data, t._value, t._trace = o, None, None
+                if info is not None:
+                    t._dist = info
+                if self.device is not None:
+                    t._device = self.device
+        if self._local_results():
+            results = [Tensor._eager(o) for o in outputs[:n_user]]
+        else:
+            results = [_wrap(o, info, shape) for o, (info, shape) in
+                       zip(outputs[:n_user], zip(low.out_dists, self._out_shapes()))]  # fmt: skip
         if self.device is not None:
             for r in results:
                 r._device = self.device
         return unflatten(low.out_tree, results)
+
+    def _local_results(self) -> bool:
+        """Whether every result is a local tensor (no distribution to wrap them with)."""
+        local = self.__dict__.get("_local")
+        if local is None:
+            local = self._local = all(d is None for d in self.lowered.out_dists)
+        return local
 
     def _out_shapes(self) -> list[tuple[int, ...]]:
         shapes = self.__dict__.get("_shapes")
@@ -375,7 +388,9 @@ def _load_for_rank(vmfb: bytes, groups: list, target: str):
 def _host(x) -> np.ndarray:
     """What the compiled function takes for `x`: its value, or of a global tensor its shard."""
     if isinstance(x, Tensor):
-        arr = x._data if getattr(x, "_dist", None) is not None else x.numpy()
+        arr = x._buf  # the array itself, local or a shard, unless pending or traced
+        if arr.__class__ is not np.ndarray:
+            arr = x._data if getattr(x, "_dist", None) is not None else x.numpy()
     else:
         arr = x
     return np.asarray(arr, order="C")  # keeps 0-d arrays 0-d

@@ -18,6 +18,7 @@ import inspect
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from flow.amp import autocast_key
 from flow.core import device as _device
 from flow.core.autograd import check_reached
 from flow.core.pytree import flatten, unflatten
@@ -64,10 +65,9 @@ class ProgramCache:
 
     def lookup(self, args: tuple, target: str | None) -> tuple[list, tuple, Program | None]:
         """The flattened `args`, their key and the program compiled for it (None if none)."""
-        leaves, _ = flatten(list(args))
-        key = (signature(leaves), target, _device.of_all(leaves))
+        leaves, key = call_key(args, target)
         program = self._programs.get(key)
-        if program is not None and key in self._grad_reached:
+        if program is not None and self._grad_reached and key in self._grad_reached:
             check_reached(self._grad_reached[key], self.what)
         return leaves, key, program
 
@@ -107,6 +107,20 @@ class ProgramCache:
 
     def __len__(self) -> int:
         return len(self._programs)
+
+
+def call_key(args: tuple, target: str | None) -> tuple[list, tuple]:
+    """The flattened `args` and their call key: `(signature(leaves), target, the devices of
+    the tensors)`. Arguments that are all local tensors on the cpu (the common call) take one
+    pass, building the entries `signature` would (a shape as the tensor's `Size`, a tuple)."""
+    sig = []
+    for x in args:
+        if not isinstance(x, Tensor) or getattr(x, "_dist", None) is not None \
+                or getattr(x, "_device", None) is not None:  # fmt: skip
+            leaves, _ = flatten(list(args))
+            return leaves, (signature(leaves), target, _device.of_all(leaves))
+        sig.append(("T", x._shape, x._dtype.name))
+    return list(args), (tuple(sig) + autocast_key(), target, None)
 
 
 def _arg_names(fn: Callable, args: tuple, *, bases: bool = False) -> list[str]:

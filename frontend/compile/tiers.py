@@ -118,10 +118,14 @@ class Tiered(Interpreted):
         return "interpreted" if self.compiled is None else "compiled"
 
     def call_flat(self, leaves: list):
-        if self.compiled is None and self._ready():
+        compiled = self.compiled
+        if compiled is not None:
+            return compiled.call_flat(leaves)
+        if self._ready():
             self._switch()
-        if self.compiled is None:
-            self.interpreted_calls += 1
+            if self.compiled is not None:
+                return self.compiled.call_flat(leaves)
+        self.interpreted_calls += 1
         return super().call_flat(leaves)
 
     def wait(self) -> Compiled:
