@@ -97,6 +97,24 @@ def table(title: str, rows: dict[str, float], unit: str, base: str, *,
         print(f"  {name:28} {value:12.2f} {ratio:25.2f}x")
 
 
+def step_goals(case: str, results: dict[str, float], jax_target: float) -> list[Goal]:
+    """The goals of a training step's times (`results`: name -> seconds): nn.Graph against
+    jax.jit (`jax_target`: jax's time over flow's) and torch eager (info), eager mode within
+    2x of torch eager."""
+    goals = []
+    graph = results["flow nn.Graph"]
+    if "jax.jit" in results:
+        goals.append(Goal(case, "jax.jit / flow nn.Graph time", results["jax.jit"] / graph,
+                          jax_target))  # fmt: skip
+    if "torch eager" in results:
+        torch = results["torch eager"]
+        goals.append(Goal(case, "torch eager / flow nn.Graph time (info)", torch / graph, 0.0))
+        if "flow eager (numpy)" in results:
+            goals.append(Goal(case, "torch eager / flow eager time",
+                              torch / results["flow eager (numpy)"], 0.5))  # fmt: skip
+    return goals
+
+
 def goals_table(goals: list[Goal]) -> None:
     """The summary: one line per goal, ratio against target."""
     print(f"goals [{machine()}]")

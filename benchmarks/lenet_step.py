@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _bench import Goal, median_time, optional, settle, table, train_step
+from _bench import Goal, median_time, optional, settle, step_goals, table, train_step
 
 BATCH, LR, MOMENTUM = 32, 0.05, 0.9
 # (name, shape) of every parameter, in PyTorch's layout.
@@ -146,17 +146,7 @@ def run(steps: int = 50) -> list[Goal]:
     ms = {name: t * 1e3 for name, t in results.items()}
     table(f"LeNet training step, batch {BATCH}, 1x8x8 images, SGD momentum, cpu", ms,
           "ms/step", "flow nn.Graph", higher_is_better=False)  # fmt: skip
-    goals = []
-    if "jax.jit" in results:
-        goals.append(Goal("lenet step", "jax.jit / flow nn.Graph time",
-                          results["jax.jit"] / results["flow nn.Graph"], 1.0))  # fmt: skip
-    if "torch eager" in results:
-        goals.append(Goal("lenet step", "torch eager / flow nn.Graph time (info)",
-                          results["torch eager"] / results["flow nn.Graph"], 0.0))  # fmt: skip
-        if "flow eager (numpy)" in results:  # eager within 2x of torch eager
-            eager = results["torch eager"] / results["flow eager (numpy)"]
-            goals.append(Goal("lenet step", "torch eager / flow eager time", eager, 0.5))
-    return goals
+    return step_goals("lenet step", results, 1.0)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ import statistics
 import time
 
 import numpy as np
-from _bench import Goal, optional, settle, table, train_step
+from _bench import Goal, optional, settle, step_goals, table, train_step
 
 BATCH, SIZES, LR = 256, (784, 1024, 1024, 10), 0.01
 
@@ -179,17 +179,7 @@ def run(steps: int = 30, target: str = "cpu") -> list[Goal]:
     ms = {name: t * 1e3 for name, t in results.items()}
     table(f"MLP training step, batch 256, 784-1024-1024-10, f32, SGD, {target}", ms, "ms/step",
           "flow nn.Graph", higher_is_better=False)  # fmt: skip
-    goals = []
-    if "jax.jit" in results:  # nn.Graph within 0.9x of jax.jit's time
-        goals.append(Goal("mlp step", "jax.jit / flow nn.Graph time",
-                          results["jax.jit"] / results["flow nn.Graph"], 1 / 0.9))  # fmt: skip
-    if "torch eager" in results:
-        goals.append(Goal("mlp step", "torch eager / flow nn.Graph time (info)",
-                          results["torch eager"] / results["flow nn.Graph"], 0.0))  # fmt: skip
-        if "flow eager (numpy)" in results:  # eager within 2x of torch eager
-            eager = results["torch eager"] / results["flow eager (numpy)"]
-            goals.append(Goal("mlp step", "torch eager / flow eager time", eager, 0.5))
-    return goals
+    return step_goals("mlp step", results, 1 / 0.9)  # nn.Graph within 0.9x of jax's time
 
 
 def main() -> None:
