@@ -87,11 +87,11 @@ def gemm_to_blas(module: ModuleOp, policy: str) -> int:
             declared[symbol] = func.FuncOp.external(symbol, [a.type, b.type], [op.result.type])
         call = func.CallOp(symbol, [a, b], [op.result.type])
         call.location = op.location
+        sources = {op.lhs.owner, op.rhs.owner}
         op.parent.insert_op_before(call, op)
         op.result.replace_all_uses_with(call.results[0])
         op.parent.erase_op(op)
-        for operand in (op.lhs, op.rhs):
-            source = operand.owner
+        for source in sources:  # a transpose read through, now unused
             if isinstance(source, flow.TransposeOp) and not source.result.uses:
                 source.parent.erase_op(source)
         rewritten += 1
