@@ -15,8 +15,8 @@ well above their best) keeps default thresholds for a while and is measured agai
 The result is stored as JSON under flow's cache folder (``$XDG_CACHE_HOME/flow`` or
 ``~/.cache/flow``, whatever ``FLOW_CACHE_DIR`` says, so that every compile cache of one machine
 shares it), keyed by the CPU, the IREE and numpy versions and the BLAS thread count; with
-caching off (``FLOW_NO_CACHE=1``) it is kept for the process only. Processes calibrate one at a
-time (a file lock), so the ranks of a run share one result. Calibrating takes a few seconds,
+caching off (``FLOW_NO_CACHE=1`` or ``FLOW_CACHE_DIR=off``) it is kept for the process only.
+Processes calibrate one at a time (a file lock), so the ranks of a run share one result. Calibrating takes a few seconds,
 once per machine.
 
 ``FLOW_BLAS`` overrides the decision: ``0`` / ``off`` / ``none`` keeps every product in IREE,
@@ -130,7 +130,9 @@ def _key() -> str:
 
 
 def _folder() -> Path | None:
-    if os.environ.get("FLOW_NO_CACHE", "").strip().lower() not in ("", "0", "false", "no"):
+    from .cache import cache_dir
+
+    if cache_dir() is None:  # caching off (FLOW_NO_CACHE=1, FLOW_CACHE_DIR=off)
         return None
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
     return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "flow"

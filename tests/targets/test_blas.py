@@ -247,3 +247,10 @@ def test_a_calibration_that_cannot_run_keeps_the_defaults_and_is_not_stored(tmp_
     assert "no compiler here" in result["failed"]
     assert {f: e["threshold_flops"] for f, e in result["families"].items()} == bc.DEFAULT_THRESHOLDS
     assert not list((tmp_path / "flow").glob("blas-calibration-*.json"))
+
+
+@pytest.mark.parametrize("env", [{"FLOW_CACHE_DIR": "off"}, {"FLOW_NO_CACHE": "1"}])
+def test_with_caching_off_the_calibration_stays_in_the_process(monkeypatch, env):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert bc._folder() is None
