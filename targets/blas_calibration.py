@@ -16,8 +16,8 @@ The result is stored as JSON under flow's cache folder (``$XDG_CACHE_HOME/flow``
 ``~/.cache/flow``, whatever ``FLOW_CACHE_DIR`` says, so that every compile cache of one machine
 shares it), keyed by the CPU, the IREE and numpy versions and the BLAS thread count; with
 caching off (``FLOW_NO_CACHE=1`` or ``FLOW_CACHE_DIR=off``) it is kept for the process only.
-Processes calibrate one at a time (a file lock), so the ranks of a run share one result. Calibrating takes a few seconds,
-once per machine.
+Processes calibrate one at a time (a file lock), so the ranks of a run share one result.
+Calibrating takes a few seconds, once per machine.
 
 ``FLOW_BLAS`` overrides the decision: ``0`` / ``off`` / ``none`` keeps every product in IREE,
 ``1`` / ``all`` sends every eligible one to BLAS (tests use it), ``auto`` (the default)
