@@ -8,21 +8,11 @@ import threading
 import ml_dtypes
 import numpy as np
 import pytest
+from call_programs import SCALE, private_cache_dir  # noqa: F401 -- the fixture
 
 from flow.targets import available, compile_mlir, load, runtime
 
-PROGRAM = """\
-func.func @scale(%a: tensor<4xf32>) -> tensor<4xf32> {
-  %e = tensor.empty() : tensor<4xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
-                       iterator_types = ["parallel"]}
-      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
-  ^bb0(%x: f32, %o: f32):
-    %y = arith.addf %x, %x : f32
-    linalg.yield %y : f32
-  } -> tensor<4xf32>
-  return %r : tensor<4xf32>
-}
+PROGRAM = SCALE + """\
 func.func @same(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %a : tensor<4xf32>
 }
@@ -62,13 +52,6 @@ func.func @neg_bf16(%a: tensor<4xbf16>) -> tensor<4xbf16> {
   return %r : tensor<4xbf16>
 }
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLOW_CACHE_DIR", str(tmp_path_factory.mktemp("flow-cache")))
-        yield
 
 
 @pytest.fixture(scope="module")

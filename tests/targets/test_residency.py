@@ -4,26 +4,15 @@ caller's arrays; optional compile flags fall back when IREE rejects a program.""
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from call_programs import SCALE, private_cache_dir  # noqa: F401 -- the fixture
 
 from flow.targets import TARGETS, available, compile_mlir, load, runtime
 
-PROGRAM = """\
-func.func @scale(%a: tensor<4xf32>) -> tensor<4xf32> {
-  %e = tensor.empty() : tensor<4xf32>
-  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
-                       iterator_types = ["parallel"]}
-      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
-  ^bb0(%x: f32, %o: f32):
-    %y = arith.addf %x, %x : f32
-    linalg.yield %y : f32
-  } -> tensor<4xf32>
-  return %r : tensor<4xf32>
-}
+PROGRAM = SCALE + """\
 func.func @keep(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<2xf32>) {
   %s = tensor.extract_slice %b[1] [2] [1] : tensor<4xf32> to tensor<2xf32>
   return %a, %s : tensor<4xf32>, tensor<2xf32>
@@ -41,13 +30,6 @@ func.func @bmm(%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>) -> tensor<2x3x5xf32
   return %r : tensor<2x3x5xf32>
 }
 """
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("FLOW_CACHE_DIR", str(tmp_path_factory.mktemp("flow-cache")))
-        yield
 
 
 @pytest.fixture(scope="module")
