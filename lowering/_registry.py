@@ -33,6 +33,7 @@ PIPELINES: dict[str, list[str]] = {
     # `blas`: which matrix products call the host's BLAS (none, auto, all; the frontend
     # passes auto for the cpu target of this host).
     "flow-to-iree-input": [
+        "flow-fold-batch-matmuls",
         "flow-fold-transposes",
         "flow-gemm-to-blas{policy=$blas}",
         "flow-sink-negation",
@@ -75,6 +76,7 @@ _OFF = ("0", "off", "false", "no")
 
 FLOW_PASSES: dict[str, str] = {
     "flow-lower-to-linalg": "lower_to_linalg:LowerToLinalgPass",
+    "flow-fold-batch-matmuls": "fold_batch_matmuls:FoldBatchMatmulsPass",
     "flow-fold-transposes": "fold_transposes:FoldTransposesPass",
     "flow-sink-negation": "sink_negation:SinkNegationPass",
     "flow-gemm-to-blas": "gemm_to_blas:GemmToBlasPass",

@@ -26,7 +26,7 @@ from xdsl.passes import ModulePass
 from flow.dialect import ops as flow
 
 
-def _swaps_last_two(perm: tuple[int, ...]) -> bool:
+def swaps_last_two(perm: tuple[int, ...]) -> bool:
     n = len(perm)
     return n >= 2 and perm == (*range(n - 2), n - 1, n - 2)
 
@@ -54,7 +54,7 @@ def fold_transposes(module: ModuleOp) -> None:
         source = op.operand.owner
         if (
             isinstance(source, flow.MatmulOp)
-            and _swaps_last_two(perm)
+            and swaps_last_two(perm)
             and len(list(source.result.uses)) == 1
             and source.result.type.encoding == op.result.type.encoding
         ):

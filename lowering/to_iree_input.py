@@ -4,6 +4,7 @@ A named pipeline with an option: its steps are in the registry (`PIPELINES` in
 lowering/_registry.py), its option is a field of its pass class, here. Afterwards no flow op
 or attribute remains:
 
+    flow-fold-batch-matmuls              a weight shared across the batch: one 2-D product
     flow-fold-transposes                 transposes cancelled or folded
     flow-gemm-to-blas{policy=$blas}      large products call the host's BLAS (cpu only)
     flow-sink-negation, dce              clean-ups

@@ -5,7 +5,7 @@
 // RUN: flow-opt %s --split-input-file -p flow-to-iree-input --print-op-generic | FileCheck %s --check-prefix=NOFLOW
 // NOFLOW-NOT: flow
 // The pipeline is its passes, run in order:
-// RUN: flow-opt %s --split-input-file -p flow-fold-transposes,flow-sink-negation,dce,flow-fuse-elementwise,flow-lower-to-linalg --print-op-generic | FileCheck %s
+// RUN: flow-opt %s --split-input-file -p flow-fold-batch-matmuls,flow-fold-transposes,flow-sink-negation,dce,flow-fuse-elementwise,flow-lower-to-linalg --print-op-generic | FileCheck %s
 
 // CHECK-LABEL: "func.func"() <{sym_name = "mlp"
 // CHECK:         "linalg.fill"
