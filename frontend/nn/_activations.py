@@ -16,6 +16,7 @@ from numbers import Real
 from flow import primitives as P
 from flow.core import dtypes as _dtypes
 from flow.core.errors import op_error
+from flow.core.function import Function
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
 from flow.ops.activations import log_softmax, softmax, softmin
@@ -150,15 +151,48 @@ def selu(input: Tensor) -> Tensor:
     return elu(_float_input("selu", input), _SELU_ALPHA) * _SELU_SCALE
 
 
+_GELU_TANH_C = math.sqrt(2 / math.pi)
+
+
+def _gelu_value(x: Tensor, approximate: str) -> Tensor:
+    if approximate == "none":
+        return x * 0.5 * (1.0 + bind(P.erf, x * (1 / math.sqrt(2.0))))
+    t = tanh((x + x * x * x * 0.044715) * _GELU_TANH_C)
+    return x * 0.5 * (1.0 + t)
+
+
+def _gelu_slope(x: Tensor, approximate: str) -> Tensor:
+    """d gelu / dx: `Phi(x) + x * phi(x)`, or the tanh form's own derivative."""
+    if approximate == "none":
+        cdf = (1.0 + bind(P.erf, x * (1 / math.sqrt(2.0)))) * 0.5
+        return cdf + x * exp(x * x * -0.5) * (1 / math.sqrt(2 * math.pi))
+    t = tanh((x + x * x * x * 0.044715) * _GELU_TANH_C)
+    du = (1.0 + x * x * (3 * 0.044715)) * _GELU_TANH_C
+    return (1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * du
+
+
+class _Gelu(Function):
+    """GELU as one differentiable op: the backward pass recomputes the slope from `x`, so a
+    step keeps only `x` for it (the composite's autograd kept three tensors of its size)."""
+
+    @staticmethod
+    def forward(ctx, x, approximate):
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        return _gelu_value(x, approximate)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * _gelu_slope(x, ctx.approximate), None
+
+
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     """`x * Phi(x)` with the normal CDF from `erf`, or its tanh approximation."""
     x = _float_input("gelu", input)
-    if approximate == "none":
-        return x * 0.5 * (1.0 + bind(P.erf, x * (1 / math.sqrt(2.0))))
-    if approximate == "tanh":
-        inner = (x + x * x * x * 0.044715) * math.sqrt(2 / math.pi)
-        return x * 0.5 * (1.0 + tanh(inner))
-    raise op_error("gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    if approximate not in ("none", "tanh"):
+        raise op_error("gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _Gelu.apply(x, approximate)
 
 
 def silu(input: Tensor) -> Tensor:
