@@ -67,7 +67,11 @@ CPU_FLAG_SETS: dict[str, CpuFlags] = {
 #   AMD EPYC with AVX-512 (matmul 1024^3 / 256^3 GFLOP/s, MLP step, LeNet step ms): untiled
 #   85/82, 19.9, 0.97; global-dt 120/81, 14.6, 0.99; global-dt-inner 121/74, 15.0, 0.96; dt
 #   113/81, 14.9, 0.98; dt-ukernels 112/69, 16.9, 1.07 (numpy 176-198 GFLOP/s at 1024^3):
-#   the data-tiled sets within noise of each other, so the Xeon's choice stands.
+#   the data-tiled sets within noise of each other on those. The GPT step of
+#   benchmarks/large_model.py (dim 128, 1024-row products, as `iree-benchmark-module` runs its
+#   vmfb, interleaved): global-dt 23.6 ms, untiled 23.7, global-dt-inner 26.3 (its 29-row
+#   tiles make every pack and unpack slower). So AMD's AVX-512 cores (Zen 4) are a family of
+#   their own: global-dt; large products go to BLAS on both.
 # * x86-avx2 (AMD EPYC without AVX-512; `iree-benchmark-module`, matmul 2048^3): untiled 24,
 #   global-dt 58, global-dt-inner 64, dt 65, dt-ukernels 50-57 GFLOP/s: global-dt-inner, as
 #   fast as dt and it compiles the MLP step. OpenBLAS reached 132-157 there: large products
@@ -76,6 +80,7 @@ CPU_FLAG_SETS: dict[str, CpuFlags] = {
 #   every program; inner-tiled and ukernels are unmeasured on ARM, so they are not taken.
 CPU_FAMILY_FLAGS: dict[str, str] = {
     "x86-avx512": "global-dt-inner",
+    "x86-avx512-amd": "global-dt",
     "x86-avx2": "global-dt-inner",
     "arm64": "global-dt",
     "other": "global-dt",
@@ -93,16 +98,19 @@ def host_cpu_family() -> str:
     if machine not in ("x86_64", "amd64"):
         return "other"
     flags: set[str] = set()
+    vendor = ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
             for line in f:
-                if line.startswith("flags"):
+                if line.startswith("vendor_id"):
+                    vendor = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
                     flags = set(line.split(":", 1)[1].split())
                     break
     except OSError:
         pass
     if "avx512f" in flags:
-        return "x86-avx512"
+        return "x86-avx512-amd" if vendor == "AuthenticAMD" else "x86-avx512"
     return "x86-avx2" if {"avx2", "fma"} <= flags else "other"
 
 

@@ -95,7 +95,8 @@ def test_each_family_names_a_flag_set_and_the_host_row_carries_its_flags():
     from flow.targets.table import (CPU_FAMILY_FLAGS, CPU_FLAG_SETS, cpu_flag_set,
                                     host_cpu_family)  # fmt: skip
 
-    assert set(CPU_FAMILY_FLAGS) == {"x86-avx512", "x86-avx2", "arm64", "other"}
+    assert set(CPU_FAMILY_FLAGS) == {"x86-avx512", "x86-avx512-amd", "x86-avx2", "arm64",
+                                     "other"}  # fmt: skip
     assert set(CPU_FAMILY_FLAGS.values()) <= set(CPU_FLAG_SETS)
     family = host_cpu_family()
     assert family in CPU_FAMILY_FLAGS
@@ -104,9 +105,12 @@ def test_each_family_names_a_flag_set_and_the_host_row_carries_its_flags():
     assert all(f in cpu.device_flags for f in flags.flags) and cpu.optional_flags == flags.optional
     # Read from /proc/cpuinfo independently: AVX-512 machines are their own family.
     with open("/proc/cpuinfo") as f:
-        cpu_flags = next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), [])
+        lines = f.read().splitlines()
+    cpu_flags = next((ln.split(":", 1)[1].split() for ln in lines if ln.startswith("flags")), [])
+    amd = any(ln.startswith("vendor_id") and "AuthenticAMD" in ln for ln in lines)
     if cpu_flags:
-        assert (family == "x86-avx512") == ("avx512f" in cpu_flags)
+        assert family.startswith("x86-avx512") == ("avx512f" in cpu_flags)
+        assert family.endswith("-amd") == ("avx512f" in cpu_flags and amd)
     # A cross-compiled architecture takes its family's set, not the host's extras.
     arm = get_target("cpu", cpu_arch="arm64")
     assert all(f in arm.device_flags for f in cpu_flag_set("arm64").flags)
