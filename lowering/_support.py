@@ -10,18 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import FileLineColLoc, FloatAttr, IntegerAttr, ModuleOp, UnknownLoc
+from xdsl.dialects.builtin import (FileLineColLoc, FloatAttr, IntegerAttr, ModuleOp, NameLoc,
+                                   UnknownLoc)  # fmt: skip
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import PassFailedException
 
 from flow.dialect.ops import is_float
 
-__all__ = ["atomically", "fail", "inverse_permutation", "location_prefix", "to_front", "zero"]
+__all__ = ["atomically", "fail", "inverse_permutation", "location_prefix", "source_location",
+           "to_front", "zero"]  # fmt: skip
+
+
+def source_location(op: Operation) -> FileLineColLoc | None:
+    """The op's user source line, also inside a module scope's name (`loc("first.0"(...))`)."""
+    loc = op.location
+    while isinstance(loc, NameLoc):
+        loc = loc.location
+    return loc if isinstance(loc, FileLineColLoc) else None
 
 
 def location_prefix(op: Operation) -> str:
     """`file:line:col: ` of the op's source location, `loc: ` for another kind, else ``."""
-    loc = op.location
+    loc = source_location(op) or op.location
     if isinstance(loc, FileLineColLoc):
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
     return "" if isinstance(loc, UnknownLoc) else f"{loc}: "
