@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import (FileLineColLoc, FloatAttr, IntegerAttr, ModuleOp, NameLoc,
-                                   UnknownLoc)  # fmt: skip
+from xdsl.dialects.builtin import (
+    FileLineColLoc,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    NameLoc,
+    UnknownLoc,
+)
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import PassFailedException
 

@@ -186,8 +186,13 @@ class Trace:
         if self.tags:
             op.attributes.update(self.tags)
         if loc is not None or self.scope:
-            from xdsl.dialects.builtin import FileLineColLoc, IntAttr, NameLoc, StringAttr
-            from xdsl.dialects.builtin import UnknownLoc
+            from xdsl.dialects.builtin import (
+                FileLineColLoc,
+                IntAttr,
+                NameLoc,
+                StringAttr,
+                UnknownLoc,
+            )
 
             where = (UnknownLoc() if loc is None else
                      FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(loc[2])))  # fmt: skip

@@ -16,13 +16,17 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, NameLoc, StringAttr
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, NameLoc, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from flow.dialect import distributed as dd
-from flow.dialect.attr_names import MICRO_BATCH_ATTR, PHASE_ATTR, SCHEDULE_ATTR, SIGNATURE_ATTR
-from flow.dialect.attr_names import STAGES_ATTR
+from flow.dialect.attr_names import (
+    MICRO_BATCH_ATTR,
+    PHASE_ATTR,
+    SCHEDULE_ATTR,
+    SIGNATURE_ATTR,
+    STAGES_ATTR,
+)
 from flow.dialect.attrs import DistAttr, PlacementAttr, dist_of
 
 from .._support import source_location
