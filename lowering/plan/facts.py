@@ -134,6 +134,11 @@ class BoxingFact:
             self.src_stage != self.dst_stage)  # fmt: skip
 
     @property
+    def moves(self) -> bool:
+        """Whether any of its collectives sends anything between ranks."""
+        return any(c.moves for c in self.collectives)
+
+    @property
     def nbytes(self) -> int:
         """Bytes the busiest rank moves for it (the most over the ranks)."""
         per: Counter[int] = Counter()
@@ -268,8 +273,12 @@ def _dist(op: Operation) -> DistAttr | None:
     return None
 
 
-def _boxing_collectives(op: dd.BoxingOp) -> list[Collective]:
-    """The collectives of `op` on each rank it involves, ranks with equal ones merged."""
+def _boxing_collectives(op: dd.BoxingOp, memo: dict) -> list[Collective]:
+    """The collectives of `op` on each rank it involves, ranks with equal ones merged (the
+    same for every boxing between the same two types: `memo` keeps them)."""
+    key = (op.operand.type, op.result.type)
+    if key in memo:
+        return memo[key]
     src, dst = dist_of(op.operand.type), dist_of(op.result.type)
     assert src is not None and dst is not None
     ranks = sorted(set(src.placement.rank_list) | set(dst.placement.rank_list))
@@ -277,15 +286,13 @@ def _boxing_collectives(op: dd.BoxingOp) -> list[Collective]:
     for rank in ranks:
         block = Block(arg_types=[op.operand.type])
         box = dd.BoxingOp(operands=[block.args[0]], result_types=[op.result.type])
-        box.attributes.update(op.attributes)
-        box.location = op.location
         block.add_ops([box, func.ReturnOp()])
-        fn = func.FuncOp("boxing", ([op.operand.type], []), Region(block))
-        module = ModuleOp([fn])
+        module = ModuleOp([func.FuncOp("boxing", ([op.operand.type], []), Region(block))])
         lower_boxing(box, rank)
         for fact in comm_facts(module):
             found.setdefault(fact, []).append(rank)
-    return [Collective(fact, tuple(rs)) for fact, rs in found.items()]
+    memo[key] = [Collective(fact, tuple(rs)) for fact, rs in found.items()]
+    return memo[key]
 
 
 def _user_scope(value: SSAValue) -> str:
@@ -328,6 +335,7 @@ def plan_facts(module: ModuleOp, title: str = "") -> PlanFacts:
     modules: dict[tuple[str, int | None], ModuleFact] = {}  # by scope and stage
     boxings: list[BoxingFact] = []
     placements: dict[str, None] = {}
+    memo: dict = {}  # (source type, target type) -> collectives
     micro = 0
     for op in f.body.block.ops:
         if isinstance(op, func.ReturnOp):
@@ -347,7 +355,8 @@ def plan_facts(module: ModuleOp, title: str = "") -> PlanFacts:
                 (placement_text(s.placement), dist_text(s)),
                 (placement_text(t.placement), dist_text(t)),
                 scope_of(owner) if isinstance(owner, Operation) else "", _user_scope(op.result),
-                _stage_of(stages, s), _stage_of(stages, t), phase, mb, _boxing_collectives(op),
+                _stage_of(stages, s), _stage_of(stages, t), phase, mb,
+                _boxing_collectives(op, memo),
             )  # fmt: skip
             boxings.append(box)
             home = box.dst_scope or box.src_scope or scope

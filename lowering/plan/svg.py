@@ -3,11 +3,13 @@
 Layout, top to bottom: a header (function, placements, totals); the modules as boxes, in
 one column per pipeline stage (without stages, in up to three columns in program order),
 each with its op count, the distributions of the values it computes (most frequent first)
-and its boxings in orange with their collectives and bytes; boxings that cross stages as
-arrows between the boxes of their producer and user; a table of every boxing (the
-identical ones counted once); then each timeline, one row per rank. Large programs stay
-readable because everything is collapsed by module and equal boxings are merged; the HTML
-page (html.py) holds the per-op detail.
+and its costliest boxings in orange with their collectives and bytes (those that move
+nothing counted in one muted line); boxings that cross stages as arrows between the boxes
+of their producer and user; a table of the boxings (identical ones counted once, the
+costliest first); then each timeline, one row per rank. A large program stays readable:
+modules are merged to at most `MODULES` boxes (PlanFacts.collapsed), equal boxings are
+counted once, and each box and the table show only the costliest; the HTML page (html.py)
+lists every op and boxing.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ BOX_W = 430
 GAP = 240  # between stage columns: room for the labels of cross-stage arrows
 MODULES = 24  # module boxes at most: deeper paths are merged (PlanFacts.collapsed)
 VALUES = 4  # value lines per module box
+BOXINGS = 6  # boxing lines per module box (the costliest; the HTML page lists every one)
 BOXING_ROWS = 40  # rows of the boxing table in the picture (all of them in the HTML page)
 COLORS = {"forward": "#cfe2ff", "backward": "#d1e7dd", "update": "#e2e3e5", "other": "#fff3cd"}
 STAGE_COLORS = ("#e7f0fd", "#fdf1e7", "#eaf7ee", "#f5eafb", "#fbeaea", "#eefafa")
 ORANGE, ORANGE_BG = "#c25400", "#ffe8d6"
+LOCAL, LOCAL_BG = "#8a7560", "#f7f2ec"  # a boxing that moves nothing between ranks
 
 
 class _Canvas:
@@ -126,9 +130,19 @@ def _module_lines(m: ModuleFact, home: str) -> list[tuple[str, str]]:
         lines.append(("value", f"{shape}  {sbp}{where}" + (f"  x{n}" if n > 1 else "")))
     if len(values) > VALUES:
         lines.append(("value", f"+{len(values) - VALUES} more distributions"))
-    for b, n in merged([b for b in m.boxings if not b.crosses_stages]):
+    inside = merged([b for b in m.boxings if not b.crosses_stages])
+    moving = sorted((bn for bn in inside if bn[0].moves), key=lambda bn: -bn[0].nbytes * bn[1])
+    for b, n in moving[:BOXINGS]:
         count = f"{n}x " if n > 1 else ""
         lines.append(("boxing", f"{count}{b.shape} {b.label()}"))
+    if len(moving) > BOXINGS:
+        rest = moving[BOXINGS:]
+        total = human_bytes(sum(b.nbytes * n for b, n in rest))
+        lines.append(("boxing", f"+{sum(n for _, n in rest)} more boxings, {total}"))
+    local = sum(n for b, n in inside if not b.moves)
+    if local:
+        lines.append(("local-boxing", f"{local} local boxing{'s' if local > 1 else ''} "
+                      "(slices, partial sums: no transfer)"))  # fmt: skip
     return lines
 
 
@@ -169,9 +183,10 @@ def _draw_modules(c: _Canvas, facts: PlanFacts, y0: float) -> tuple[float, dict]
             ty = y + LINE
             for kind, text in lines:
                 ty += LINE
-                if kind == "boxing":
-                    c.rect(x + 4, ty - LINE + 4, BOX_W - 8, LINE, ORANGE_BG, stroke=ORANGE, rx=2)
-                    c.text(x + 8, ty, text, fill=ORANGE, cls="boxing", width=BOX_W - 16)
+                if kind in ("boxing", "local-boxing"):
+                    fg, bg = (ORANGE, ORANGE_BG) if kind == "boxing" else (LOCAL, LOCAL_BG)
+                    c.rect(x + 4, ty - LINE + 4, BOX_W - 8, LINE, bg, stroke=fg, rx=2)
+                    c.text(x + 8, ty, text, fill=fg, cls=kind, width=BOX_W - 16)
                 else:
                     c.text(x + 8, ty, text, cls=kind, width=BOX_W - 16)
             boxes[(m.scope, m.stage)] = (x, y, BOX_W, h, col)
@@ -219,7 +234,7 @@ def _draw_crossings(c: _Canvas, facts: PlanFacts, boxes: dict) -> None:
 
 
 def _draw_table(c: _Canvas, facts: PlanFacts, y: float) -> float:
-    rows = merged(facts.boxings)
+    rows = sorted(merged(facts.boxings), key=lambda bn: (-bn[0].nbytes * bn[1], bn[0].index))
     c.text(PAD, y, f"Boxings: {len(facts.boxings)} ({len(rows)} distinct), "
            f"{human_bytes(facts.total_bytes())} sent and received per step by the busiest rank",
            weight="bold", size=13)  # fmt: skip
@@ -227,16 +242,17 @@ def _draw_table(c: _Canvas, facts: PlanFacts, y: float) -> float:
     if not rows:
         c.text(PAD, y, "(no boxing: every value is where its users need it)", cls="boxing")
         return y + LINE
-    head = f"{'n':>3}  {'module':<18} {'tensor':<16} {'change':<26} collectives (ranks)"
+    head = (f"{'n':>3}  {'module':<24} {'tensor':<16} {'change':<26} collectives (ranks), "
+            "the costliest first")  # fmt: skip
     c.text(PAD, y, head, weight="bold")
     for b, n in rows[:BOXING_ROWS]:
         y += LINE
         ranks = "; ".join(f"{col.label()} ({','.join(map(str, col.ranks))})"
                           for col in b.collectives) or "no communication"  # fmt: skip
         home = module_name(b.dst_scope or b.src_scope or b.scope)
-        row = f"{n:>3}  {fit(home, 18 * CHAR):<18} {fit(b.shape, 16 * CHAR):<16} "
+        row = f"{n:>3}  {fit(home, 24 * CHAR):<24} {fit(b.shape, 16 * CHAR):<16} "
         row += f"{fit(b.change(), 26 * CHAR):<26} {ranks}"
-        c.text(PAD, y, row, fill=ORANGE, cls="boxing-row")
+        c.text(PAD, y, row, fill=ORANGE if b.moves else LOCAL, cls="boxing-row")
     if len(rows) > BOXING_ROWS:
         y += LINE
         c.text(PAD, y, f"+{len(rows) - BOXING_ROWS} more (the HTML page lists every one)")
