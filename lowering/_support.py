@@ -10,29 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from xdsl.dialects.builtin import (
-    FileLineColLoc,
-    FloatAttr,
-    IntegerAttr,
-    ModuleOp,
-    NameLoc,
-    UnknownLoc,
-)
+from xdsl.dialects.builtin import FileLineColLoc, FloatAttr, IntegerAttr, ModuleOp, UnknownLoc
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import PassFailedException
 
+from flow.dialect.locations import source_location
 from flow.dialect.ops import is_float
 
-__all__ = ["atomically", "fail", "inverse_permutation", "location_prefix", "source_location",
-           "to_front", "zero"]  # fmt: skip
-
-
-def source_location(op: Operation) -> FileLineColLoc | None:
-    """The op's user source line, also inside a module scope's name (`loc("first.0"(...))`)."""
-    loc = op.location
-    while isinstance(loc, NameLoc):
-        loc = loc.location
-    return loc if isinstance(loc, FileLineColLoc) else None
+__all__ = ["atomically", "fail", "inverse_permutation", "location_prefix", "to_front", "zero"]
 
 
 def location_prefix(op: Operation) -> str:

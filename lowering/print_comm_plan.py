@@ -20,7 +20,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
-from ._support import source_location
+from flow.dialect.locations import source_location
 
 __all__ = ["CommFact", "PrintCommPlanPass", "comm_facts", "communication_plan"]
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, NameLoc, StringAttr, TensorType
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from flow.dialect import distributed as dd
@@ -28,26 +28,20 @@ from flow.dialect.attr_names import (
     STAGES_ATTR,
 )
 from flow.dialect.attrs import DistAttr, PlacementAttr, dist_of
+from flow.dialect.locations import scope_of, source_location
 
-from .._support import source_location
 from ..boxing_to_collectives import lower_boxing
 from ..pipeline_schedule import schedule_slots
 from ..print_comm_plan import CommFact, comm_facts
 
 __all__ = ["BoxingFact", "Collective", "ModuleFact", "OpFact", "PlanFacts", "StageFact",
-           "plan_facts", "placement_text", "dist_text", "scope_of"]  # fmt: skip
+           "plan_facts", "placement_text", "dist_text"]  # fmt: skip
 
 OPTIMIZER = "optimizer"
 """The scope nn.Graph gives the optimizer update."""
 
 LOCAL = ("local_slice", "local_partial")
 """The collectives of the boxing table that move nothing between ranks."""
-
-
-def scope_of(op: Operation) -> str:
-    """The module path an op's location is named with ("" for none)."""
-    loc = op.location
-    return loc.desc.data if isinstance(loc, NameLoc) else ""
 
 
 def placement_text(p: PlacementAttr) -> str:
