@@ -215,3 +215,11 @@ def test_the_picture_renders_in_a_browser(tmp_path, program):
     assert png_is_drawn(png)
     shot = screenshot(plan.save(tmp_path / "plan.svg"), tmp_path / "svg.png", 400, 300)
     assert png_is_drawn(shot)
+
+
+def test_png_without_a_browser_says_how_to_get_one(tmp_path, monkeypatch):
+    from flow.lowering.plan.browser import BrowserNotFoundError
+
+    monkeypatch.setenv("FLOW_BROWSER", str(tmp_path / "no-such-browser"))
+    with pytest.raises(BrowserNotFoundError, match="apt-get install chromium-headless-shell"):
+        build_plan(_module(TP)).save(tmp_path / "plan.png")
