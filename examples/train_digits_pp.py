@@ -14,6 +14,9 @@ per stage (4 ranks) each stage is data parallel: the images enter stage 0, and t
 activations and labels enter stage 1, split along the batch (`S(0)`), and the weight
 gradients are all-reduced over the stage's two ranks (SBP inference decides the
 collectives; `FLOW_COMM_PLAN=1` prints them). Only rank 0 prints.
+
+`--plan plan.svg` (or `.html`, `.png`) draws the step's parallel plan instead of training:
+the stages side by side, the boxings between them, and the schedule's timeline per rank.
 """
 
 from __future__ import annotations
@@ -58,6 +61,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plan", metavar="PATH", help="draw the step's plan (.svg/.html/.png)")
     args = parser.parse_args()
 
     rank, world = flow.env.get_rank(), flow.env.get_world_size()
@@ -82,6 +86,12 @@ def main() -> None:
         """`x` (the same on every rank) as a global tensor on `where`, split inside the stage."""
         return flow.tensor(x).to_global(where, sbp.broadcast).to_global(sbp=inner)
 
+    if args.plan:  # trace one step, draw it, train nothing
+        picture = step.plan(on(p0, train_x[: args.batch_size]), on(p1, train_y[: args.batch_size]))
+        if rank == 0:
+            picture.save(args.plan)
+            print(f"wrote {args.plan}")
+        return
     if rank == 0:
         print(f"{world} ranks: stage 0 on ranks {p0.ranks}, stage 1 on ranks {p1.ranks}; "
               f"{args.micro_batches} micro-batches of {args.batch_size // args.micro_batches}, "

@@ -9,6 +9,9 @@ is split along its input features (`S(1)`, row parallel), so the matmul yields p
 sums (`P`) that meet the broadcast bias and the loss. The data is broadcast (`B`). The
 backward pass is the mirror image, and every gradient arrives in its parameter's SBP.
 No collective is written by hand.
+
+`--plan plan.svg` (or `.html`, `.png`) draws the parallel plan of one training step, traced
+as an nn.Graph (forward, backward and update), instead of training.
 """
 
 from __future__ import annotations
@@ -30,6 +33,20 @@ TENSOR_PARALLEL = {
 }
 
 
+class TrainStep(nn.Graph):
+    """The eager step below as one compiled step: forward, loss, backward, update."""
+
+    def __init__(self, model, loss_fn, optimizer):
+        super().__init__()
+        self.model, self.loss_fn = model, loss_fn
+        self.add_optimizer(optimizer)
+
+    def build(self, x, y):
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        return loss
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=10)
@@ -37,6 +54,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=128)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plan", metavar="PATH", help="draw the step's plan (.svg/.html/.png)")
     args = parser.parse_args()
 
     rank = flow.env.get_rank()
@@ -51,6 +69,13 @@ def main() -> None:
     def batch(x: np.ndarray) -> flow.Tensor:
         return flow.tensor(x).to_global(ranks, sbp.broadcast)
 
+    if args.plan:  # trace one step as a graph, draw it, train nothing
+        step = TrainStep(model, loss_fn, optimizer)
+        picture = step.plan(batch(train_x[: args.batch_size]), batch(train_y[: args.batch_size]))
+        if rank == 0:
+            picture.save(args.plan)
+            print(f"wrote {args.plan}")
+        return
     if rank == 0:
         for name, p in model.named_parameters():
             print(f"{name}: global shape {list(p.shape)}, sbp {p.sbp}, "

@@ -14,6 +14,7 @@ from xdsl.dialects.builtin import FileLineColLoc, FloatAttr, IntegerAttr, Module
 from xdsl.ir import Attribute, Operation
 from xdsl.utils.exceptions import PassFailedException
 
+from flow.dialect.locations import source_location
 from flow.dialect.ops import is_float
 
 __all__ = ["atomically", "fail", "inverse_permutation", "location_prefix", "to_front", "zero"]
@@ -21,7 +22,7 @@ __all__ = ["atomically", "fail", "inverse_permutation", "location_prefix", "to_f
 
 def location_prefix(op: Operation) -> str:
     """`file:line:col: ` of the op's source location, `loc: ` for another kind, else ``."""
-    loc = op.location
+    loc = source_location(op) or op.location
     if isinstance(loc, FileLineColLoc):
         return f"{loc.filename.data}:{loc.line.data}:{loc.column.data}: "
     return "" if isinstance(loc, UnknownLoc) else f"{loc}: "

@@ -20,7 +20,9 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Attribute
 from xdsl.passes import ModulePass
 
-__all__ = ["PrintCommPlanPass", "communication_plan"]
+from flow.dialect.locations import source_location
+
+__all__ = ["CommFact", "PrintCommPlanPass", "comm_facts", "communication_plan"]
 
 _COLLECTIVES = ("flow.all_reduce", "flow.all_gather", "flow.reduce_scatter", "flow.all_to_all",
                 "flow.send", "flow.recv", "flow.local_slice", "flow.local_partial")  # fmt: skip
@@ -31,22 +33,43 @@ def _itemsize(el: Attribute) -> int:
     return max(1, int(width) // 8)
 
 
-def communication_plan(partitioned: ModuleOp) -> list[str]:
-    """One line per collective of a partitioned (per-rank) program: the op, the local tensor
-    it moves, its size in bytes and the user source line."""
-    lines = []
+@dataclass(frozen=True)
+class CommFact:
+    """One collective of a per-rank program: the op, the local tensor it moves, its bytes, its
+    properties (but the placement) as text, and the user source line ("" when unknown)."""
+
+    op: str
+    type: str
+    nbytes: int
+    props: str
+    where: str
+
+    def __str__(self) -> str:
+        props = f" {self.props}" if self.props else ""
+        where = f"  at {self.where}" if self.where else ""
+        return f"{self.op} {self.type} ({self.nbytes} bytes){props}{where}"
+
+
+def comm_facts(partitioned: ModuleOp) -> list[CommFact]:
+    """The collectives of a partitioned (per-rank) program, in program order."""
+    facts = []
     for op in partitioned.walk():
         if op.name not in _COLLECTIVES:
             continue
         value = op.operands[0] if op.operands else op.results[0]
         ty = value.type
         n = prod(ty.get_shape()) if ty.get_shape() else 1
-        nbytes = n * _itemsize(ty.element_type)
-        loc = op.location
-        where = f"  at {loc.filename.data}:{loc.line.data}" if hasattr(loc, "filename") else ""
+        loc = source_location(op)
+        where = f"{loc.filename.data}:{loc.line.data}" if loc is not None else ""
         props = ", ".join(f"{k}={v}" for k, v in op.properties.items() if k != "placement")
-        lines.append(f"{op.name} {ty} ({nbytes} bytes){' ' + props if props else ''}{where}")
-    return lines
+        facts.append(CommFact(op.name, str(ty), n * _itemsize(ty.element_type), props, where))
+    return facts
+
+
+def communication_plan(partitioned: ModuleOp) -> list[str]:
+    """One line per collective of a partitioned (per-rank) program: the op, the local tensor
+    it moves, its size in bytes and the user source line."""
+    return [str(fact) for fact in comm_facts(partitioned)]
 
 
 @dataclass(frozen=True)

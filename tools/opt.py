@@ -2,6 +2,8 @@
 
 Usage: `flow-opt FILE -p flow-lower-to-linalg,dce`, `flow-opt FILE -p flow-to-iree-input
 --print-op-generic`, `flow-opt FILE --split-input-file --verify-diagnostics`.
+`--plan-svg out.svg` (`--plan-html out.html`) also draws the parallel plan of the program the
+passes leave (SBP inference runs first where it has not: flow.lowering.plan).
 """
 
 from __future__ import annotations
@@ -83,6 +85,13 @@ class FlowOptMain(xDSLOptMain):
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         super().register_all_arguments(arg_parser)
+        for fmt in ("svg", "html"):
+            arg_parser.add_argument(
+                f"--plan-{fmt}",
+                metavar="PATH",
+                help=f"Draw the parallel plan of the resulting program as {fmt.upper()} "
+                "(with --split-input-file, chunk i > 0 goes to PATH's stem + '-i').",
+            )
         arg_parser.add_argument(
             "--traceback",
             default=False,
@@ -108,6 +117,24 @@ class FlowOptMain(xDSLOptMain):
             self.current_pass = nxt
 
         self.pipeline = PassPipeline(self.pipeline.passes, callback)
+
+    def apply_passes(self, prog: ModuleOp) -> None:
+        super().apply_passes(prog)
+        paths = [p for p in (self.args.plan_svg, self.args.plan_html) if p]
+        if not paths:
+            return
+        from pathlib import Path
+
+        from flow.lowering.plan import build_plan
+
+        chunk, self.chunks_drawn = self.chunks_drawn, self.chunks_drawn + 1
+        source = self.args.input_file or "<stdin>"
+        plan = build_plan(prog, title=Path(source).name)
+        for path in map(Path, paths):
+            plan.save(path if chunk == 0 else path.with_stem(f"{path.stem}-{chunk}"))
+
+    chunks_drawn = 0
+    """Chunks whose plan has been drawn (`--plan-svg` with `--split-input-file`)."""
 
     def error_notes(self) -> list[str]:
         if self.current_pass is None:

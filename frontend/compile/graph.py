@@ -105,6 +105,20 @@ class GraphEngine:
             self._compile_steady(key, args, leaves, device_target, build, config, find_stages)
         return out
 
+    def trace_only(self, args: tuple, *, build: Callable, config: Any,
+                   find_stages: Callable[[], list]) -> Lowered:  # fmt: skip
+        """Trace the step of `args` without compiling or running it (to look at its plan).
+        Optimizer state a step would create stays as it was."""
+        self._lift_learning_rates()
+        given = [(opt, p) for opt in self.optimizers for p in opt.init_state()]
+        try:
+            lowered = self.lower(args, build, config, find_stages)
+            self._forget_state(lowered.born)
+        finally:
+            for opt, p in given:
+                opt.state.pop(p, None)
+        return lowered
+
     def lower(self, args: tuple, build: Callable, config: Any,
               find_stages: Callable[[], list]) -> Lowered:  # fmt: skip
         """Trace one step; a pipeline's module also lists its stages and schedule."""
@@ -163,7 +177,7 @@ class GraphEngine:
             with _amp(config):
                 out = self._forward_backward(build, config, params, args)
             autograd.OUTPUT_HOOK[0] = autograd.GRAD_HOOK[0] = None
-            with _phase("update", 0, self.stages):
+            with _phase("update", 0, self.stages), _scoped("optimizer"):
                 run = getattr(config, "optimizer_step", None)  # ZeRO's sharded update
                 if scaler is not None:
                     scaler.graph_step(self.optimizers, run)
@@ -273,6 +287,12 @@ def _phase(phase: str, micro_batch: int, stages: list):
     return trace.tagged(
         **{PHASE_ATTR: StringAttr(phase), MICRO_BATCH_ATTR: IntegerAttr(micro_batch, i64)}
     )
+
+
+def _scoped(scope: str):
+    """Name what the trace emits with `scope` (see `Trace.scoped`); a no-op outside a trace."""
+    trace = current_trace()
+    return contextlib.nullcontext() if trace is None else trace.scoped(scope)
 
 
 def _micro_batches(args: tuple, n: int) -> list[tuple]:

@@ -21,9 +21,11 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from flow.core.trace import current_trace as _current_trace
 from flow.dialect.attr_names import PHASE_ATTR
 
 _state = threading.local()
+_NULL = contextlib.nullcontext()
 
 
 def _needs_ops(*args, **kwargs):
@@ -103,6 +105,7 @@ class Node:
     hooks: dict | None = None  # the output's gradient hooks (Tensor.register_hook), in order
     retain: bool = False  # the output keeps its gradient in `.grad` (Tensor.retain_grad)
     group: NodeGroup | None = None  # the application of several outputs this node is one of
+    scope: str = ""  # the traced module path it was recorded in; its VJP's ops are named so
 
     @property
     def out(self):
@@ -344,6 +347,9 @@ def record(name: str, vjp: Callable | None, inputs: Sequence, params: dict, out)
         return out
     out._requires_grad = True
     out._node = Node(name, vjp, tuple(inputs), params, weakref.ref(out))
+    trace = _current_trace()
+    if trace is not None and trace.scope:
+        out._node.scope = trace.scope
     return out
 
 
@@ -446,7 +452,8 @@ def _run(roots: Sequence, cts: Sequence, retain_graph: bool, create_graph: bool,
                     raise op_error("backward", f"'{node.op}' has no derivative rule (it is not "
                                    "differentiable, or its VJP is not implemented)",
                                    cls=RuntimeError)  # fmt: skip
-                with creating_like(node.out, *node.inputs):  # constants of global rules: global
+                scope = trace.scoped(node.scope) if node.scope and trace is not None else _NULL
+                with creating_like(node.out, *node.inputs), scope:  # constants: global like out
                     in_cts = node.vjp(ct, *node.inputs, out=node.out, **node.params)
                 name, inputs = node.op, node.inputs
             if not isinstance(in_cts, (tuple, list)):

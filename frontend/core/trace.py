@@ -53,6 +53,7 @@ class Trace:
         self.placements: dict = {}  # placements named by traced to_global calls (ordered set)
         self._placement_of: dict[SSAValue, object] = {}
         self.tags: dict[str, Attribute] = {}  # attributes emit() puts on every op
+        self.scope = ""  # the module path emitted ops are named with (`scoped`), "" for none
         self.check_indices = index_checks_enabled()  # emit index range checks (ops.index_checks)
         self.index_checks: list = []  # their sites, in program order
         # op -> (Primitive, params) for each op a primitive emitted: what runs the program
@@ -132,6 +133,16 @@ class Trace:
         finally:
             self.tags = saved
 
+    @contextlib.contextmanager
+    def scoped(self, scope: str) -> Iterator[None]:
+        """Within: every emitted op's location is named `scope` (a module path such as
+        `first.0`, as JAX names locations with its name stack): `loc("first.0"("m.py":3:1))`."""
+        saved, self.scope = self.scope, scope
+        try:
+            yield
+        finally:
+            self.scope = saved
+
     def mutate(self, tensor, new) -> None:
         """Record that eager `tensor` now holds `new` (a value of this trace).
 
@@ -174,10 +185,18 @@ class Trace:
     def emit(self, op: Operation, loc: tuple[str, int, int] | None) -> Operation:
         if self.tags:
             op.attributes.update(self.tags)
-        if loc is not None:
-            from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr
+        if loc is not None or self.scope:
+            from xdsl.dialects.builtin import (
+                FileLineColLoc,
+                IntAttr,
+                NameLoc,
+                StringAttr,
+                UnknownLoc,
+            )
 
-            op.location = FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(loc[2]))
+            where = (UnknownLoc() if loc is None else
+                     FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(loc[2])))  # fmt: skip
+            op.location = NameLoc(StringAttr(self.scope), where) if self.scope else where
         self.block.add_op(op)
         return op
 

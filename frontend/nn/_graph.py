@@ -18,6 +18,8 @@ path (compile/staging.py).
 names in the graph, its optimizers and schedulers, its step count); loading writes into the
 tensors the compiled steps read. `print(graph)` shows OneFlow's module tree with the
 inputs and outputs of each block once traced; `graph.ir()` the flow IR of the last step.
+`graph.plan()` draws the parallel plan of the last traced step (`graph.plan(*inputs)` traces one
+without running it): modules, SBPs, boxings, pipeline stages and schedule (flow.lowering.plan).
 `flow.save(graph, dir)` exports an inference graph that has been called (its parameters, flow
 IR, signature and IREE module) for `flow.load(dir)` to run without this code (_graph_export.py).
 """
@@ -30,6 +32,7 @@ from flow.compile.graph import GraphEngine
 from flow.distributed.placement import is_global, sbp
 
 from ._module import Module, _describe, recording_calls
+from ._module_hooks import naming_scopes
 from ._pipeline import check_stages
 
 __all__ = ["Graph", "GraphConfig"]
@@ -175,7 +178,7 @@ class Graph:
     def _recorded_build(self, *args):
         """`build`, recording the inputs and outputs of the graph and of its modules."""
         plan = self.config._zero_plan
-        with recording_calls() as calls:
+        with recording_calls() as calls, naming_scopes(self._scope_names()):
             if plan is None:
                 out = self.build(*args)
             else:
@@ -185,6 +188,28 @@ class Graph:
             calls[id(self)] = (_describe(args), _describe(out))
             self._io = calls
         return out
+
+    def _scope_names(self) -> dict[int, str]:
+        """id(module) -> its path in the graph (`first.0`), for the module scope of traced ops."""
+        return {id(m): path for attr, module in self._modules()
+                for path, m in module.named_modules(prefix=attr)}  # fmt: skip
+
+    def plan(self, *inputs):
+        """The parallel plan of this graph's step, to look at: `plan.save("plan.svg")` (or
+        `.html`, `.png`), or shown in a notebook. Without inputs, the step traced last (call
+        the graph first); with inputs, a step traced for them and not run."""
+        from flow.lowering.plan import build_plan
+
+        if inputs:
+            build = functools.wraps(self.build)(lambda *a: self._recorded_build(*a))
+            lowered = self._engine.trace_only(inputs, build=build, config=self.config,
+                                              find_stages=self._find_stages)  # fmt: skip
+        else:
+            lowered = self._engine.last_lowered
+            if lowered is None:
+                raise RuntimeError(f"{type(self).__name__}.plan: not traced yet; call the graph "
+                                   "once, or pass plan() its inputs")  # fmt: skip
+        return build_plan(lowered.module, title=type(self).__name__)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, destination: dict | None = None) -> dict:

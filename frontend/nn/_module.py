@@ -22,7 +22,7 @@ from flow.core.autograd import no_grad
 from flow.ops.basic import tensor as _to_tensor
 from flow.core.tensor import Tensor
 
-from ._module_hooks import ForwardHooks, RecordsInit
+from ._module_hooks import ForwardHooks, RecordsInit, call_scope
 
 
 _calls: dict | None = None  # set by `recording_calls`: id(module) -> its first call's I/O
@@ -200,7 +200,8 @@ class Module(ForwardHooks, RecordsInit):
             args, kwargs = plan.inputs(self, args, kwargs)
         hook = ("backward" if callable(getattr(type(self), "backward", None))  # nn/_custom.py
                 else "checkpointed" if d.get("_activation_checkpointing") else None)  # _pipeline
-        out = self.forward(*args, **kwargs) if hook is None else _HOOKS[hook](self, args, kwargs)
+        with call_scope(self):  # in nn.Graph's trace, ops are named with the module's path
+            out = _HOOKS[hook](self, args, kwargs) if hook else self.forward(*args, **kwargs)
         if d.get("_forward_hooks"):  # register_forward_hook
             out = self._run_forward_hooks(args, kwargs, out)
         if _calls is not None:

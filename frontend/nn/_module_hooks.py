@@ -7,17 +7,48 @@ new positional arguments (a tuple, or one value); `register_forward_hook(hook)`:
 `with_kwargs=True` the hooks also see (and a pre-hook may replace) the keyword arguments;
 `prepend=True` runs a hook before those already registered. Both return a handle whose
 `remove()` unregisters the hook, as PyTorch's and OneFlow's do.
+
+While nn.Graph traces (`naming_scopes`), a module's call names the ops it emits with the
+module's path in the graph (`call_scope`, `Trace.scoped`), so the IR records module scope.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 from flow.core.autograd import RemovableHandle
+from flow.core.trace import current_trace
 
-__all__ = ["ForwardHooks", "RecordsInit"]
+__all__ = ["ForwardHooks", "RecordsInit", "call_scope", "naming_scopes"]
+
+_NULL = contextlib.nullcontext()
+_scopes: dict | None = None  # set by `naming_scopes`: id(module) -> its path in the graph
+
+
+@contextlib.contextmanager
+def naming_scopes(names: dict):
+    """Within it, the ops a module's call traces are named with its path (`names`: id(module)
+    -> path, e.g. "first.0"); nn.Graph names its modules so."""
+    global _scopes
+    outer, _scopes = _scopes, names
+    try:
+        yield
+    finally:
+        _scopes = outer
+
+
+def call_scope(module: Any) -> contextlib.AbstractContextManager:
+    """The trace scope of a call of `module`: its path while `naming_scopes` names it and a
+    trace is active, else nothing."""
+    if _scopes is not None:
+        name = _scopes.get(id(module))
+        trace = current_trace()
+        if name is not None and trace is not None:
+            return trace.scoped(name)
+    return _NULL
 
 
 def _add(module: Any, store: str, hook: Callable, prepend: bool, with_kwargs: bool, what: str):
