@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from flow.core import profiling
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
@@ -63,6 +64,17 @@ class GraphEngine:
     def __call__(self, args: tuple, *, build: Callable, config: Any, target: str | None,
                  find_stages: Callable[[], list]):  # fmt: skip
         """Run one step on `args`, tracing and compiling it first for a new call key."""
+        rec = profiling.ACTIVE
+        if rec is not None:
+            info = {"graph": self.name, "step": self.step_count}
+            if self.stages:
+                info["stages"] = len(self.stages)
+            with rec.span(f"nn.Graph {self.name}", "graph", info):
+                return self._call(args, build, config, target, find_stages)
+        return self._call(args, build, config, target, find_stages)
+
+    def _call(self, args: tuple, build: Callable, config: Any, target: str | None,
+              find_stages: Callable[[], list]):  # fmt: skip
         self._lift_learning_rates()
         with _amp(config):  # the key tells steps traced with and without enable_amp apart
             leaves, key, compiled = self.programs.lookup(args, target)

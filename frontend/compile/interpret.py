@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flow.core import dtypes as _dtypes
+from flow.core import profiling
 
 from .stages import Lowered
 
@@ -53,6 +54,7 @@ class Interpreter:
         block = f.body.block
         slots = {arg: i for i, arg in enumerate(block.args)}
         self.n_inputs = len(block.args)
+        self.name = lowered.name
         steps: list[tuple[Callable, dict, tuple[int, ...], int, np.dtype]] = []
         last_use: dict[int, int] = {}
         results: tuple[int, ...] = ()
@@ -95,6 +97,14 @@ class Interpreter:
     def __call__(self, *inputs) -> list[np.ndarray]:
         if len(inputs) != self.n_inputs:
             raise TypeError(f"interpreted program takes {self.n_inputs} inputs, got {len(inputs)}")
+        rec = profiling.ACTIVE
+        if rec is not None:
+            with rec.span(f"interpret {self.name}", "interpret",
+                          {"function": self.name, "ops": len(self._steps)}):  # fmt: skip
+                return self._call(inputs)
+        return self._call(inputs)
+
+    def _call(self, inputs: tuple) -> list[np.ndarray]:
         if self._global is None:
             return self._run(inputs)
         from flow.distributed.boxing import slice_to
