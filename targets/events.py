@@ -35,6 +35,8 @@ import threading
 import time
 from typing import Any
 
+from . import faults
+
 __all__ = ["ACTIVE", "CATEGORIES", "Recorder", "Span", "set_active"]
 
 CATEGORIES = ("jit", "graph", "trace", "build", "lower", "pass", "compile", "load", "call",
@@ -48,6 +50,7 @@ def set_active(recorder: Recorder | None) -> None:
     """Make `recorder` the one every instrumented path fills (None: record nothing)."""
     global ACTIVE
     ACTIVE = recorder
+    faults.RECORDER = recorder  # the collectives' watchdog records their spans
 
 
 class Span:

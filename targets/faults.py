@@ -31,7 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import events
+# The profile's recorder while one records (flow.targets.events sets it); a global of this
+# module, which imports nothing of ours: it also runs as the launcher's supervisor script.
+RECORDER: Any = None
 
 RUN_DIR_ENV = "FLOW_RUN_DIR"
 BOARD_FILE = "ranks.board"
@@ -232,7 +234,7 @@ class Call:
         self.seen_gone: set[int] | None = None  # members seen gone at the last poll
         # while a profile records: the start (perf_counter_ns) and the bytes this rank
         # contributes, which the caller may set (flow.targets.events)
-        self.t0 = time.perf_counter_ns() if events.ACTIVE is not None else 0
+        self.t0 = time.perf_counter_ns() if RECORDER is not None else 0
         self.nbytes = 0
 
 
@@ -334,7 +336,7 @@ def begin(name: str, grp: Group, p2p: bool = False) -> Call:
 
 def end(call: Call) -> None:
     """Leave ``call``."""
-    if call.t0 and events.ACTIVE is not None:
+    if call.t0 and RECORDER is not None:
         _record(call)
     s = _state
     s.current = call.prev
@@ -354,9 +356,9 @@ def _record(call: Call) -> None:
     rank's calls on the group (`seq`, 0 for point-to-point; ranks' spans of one collective
     share it), the bytes this rank sends, and the time it was blocked (the span itself)."""
     grp = call.group
-    events.ACTIVE.add(call.name, "collective", call.t0, time.perf_counter_ns(),
-                      {"op": call.name, "group": list(grp.ranks), "label": grp.label,
-                       "seq": call.count, "bytes": call.nbytes})  # fmt: skip
+    RECORDER.add(call.name, "collective", call.t0, time.perf_counter_ns(),
+                  {"op": call.name, "group": list(grp.ranks), "label": grp.label,
+                   "seq": call.count, "bytes": call.nbytes})  # fmt: skip
 
 
 class watch:
