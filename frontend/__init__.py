@@ -49,7 +49,8 @@ from flow.ops.methods import install_tensor_methods
 
 install_tensor_methods()
 
-from . import amp, autograd, cuda, distributed, env, nn, optim, profiler, transforms, utils  # noqa: E402  (built on the ops)
+from . import amp, autograd, cuda, distributed, env, nn, optim, transforms, utils  # noqa: E402  (built on the ops)
+from . import profiler  # noqa: E402  (flow.profiler; loads nothing of the compiler side)
 from .amp import autocast  # noqa: E402
 
 bool = bool_  # noqa: A001  (flow.bool, like torch.bool)

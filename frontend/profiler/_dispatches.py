@@ -76,7 +76,8 @@ def replay(rec: Any) -> list[str]:
                     {"function": function.name, "replayed": True,
                      "workgroup_count": e.get("workgroup_count"),
                      "tiles": e.get("tile_count"),
-                     "tile_time_us": e.get("tile_duration_sum_ns", 0) / 1e3}, tid=track)  # fmt: skip
+                     "tile_time_us": e.get("tile_duration_sum_ns", 0) / 1e3},
+                    tid=track)  # fmt: skip
             end = max(end, t0 + e["duration_ns"])
         track -= 1
     return notes

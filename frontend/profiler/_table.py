@@ -60,7 +60,8 @@ class KeyAverages(list):
             name = r.key if len(r.key) <= w else r.key[: w - 3] + "..."
             cells = [f"{100 * r.self_cpu_time_total / self_sum:.2f}%",
                      _us(r.self_cpu_time_total), _us(r.cpu_time_total), _us(r.cpu_time),
-                     _us(r.cpu_time_min), _us(r.cpu_time_max), str(r.count), r.category]  # fmt: skip
+                     _us(r.cpu_time_min), _us(r.cpu_time_max), str(r.count),
+                     r.category]  # fmt: skip
             out.append(f"{name:<{w}}  " + "  ".join(f"{c:>12}" for c in cells))
         out.append(line)
         out.append(f"Self CPU time total: {_us(sum(r.self_cpu_time_total for r in self))}")

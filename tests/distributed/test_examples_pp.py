@@ -34,3 +34,10 @@ def test_train_digits_pp_runs_on_two_ranks(tmp_path):
         runs = [e for e in spans if e["cat"] in ("call", "interpret")]
         assert len(runs) == len(graphs)
         assert [e for e in spans if e["cat"] == "collective" and e["args"]["bytes"] > 0]
+        # this rank's stage and its slots in the schedule; interpreted steps show their slots
+        assert graphs[-1]["args"]["stage"] == rank and graphs[-1]["args"]["schedule"] == "1f1b"
+        assert graphs[-1]["args"]["slots"].split()[-1] == "U"
+        for run in (e for e in runs if e["cat"] == "interpret"):
+            slots = [e for e in spans if e["cat"] == "pipeline"
+                     and run["ts"] <= e["ts"] <= run["ts"] + run["dur"]]  # fmt: skip
+            assert {"forward 0", "backward 0", "update"} <= {e["name"] for e in slots}
