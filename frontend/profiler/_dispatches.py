@@ -4,7 +4,9 @@ IREE 3.13's Python bindings cannot profile (`HalDevice.begin_profiling` needs a 
 they do not expose), and the local drivers do not implement `dispatch-events` profiling.
 What works here is IREE's benchmark tool with host-execution profiling: it runs a module's
 function on the cpu `local-task` driver and records each dispatch's start and end on the
-host task system, which `iree-profile dispatch --dispatch_events` lists. So at the end of a
+host task system, which `iree-profile dispatch --dispatch_events` lists. (The package's
+tracy-instrumented runtime and `iree-tracy-capture` do record zones, but into Tracy's own file
+format, which nothing installed here reads back into a trace of ours.) So at the end of a
 recorded cycle each cpu function that was called in it is run again in that tool
 (`REPLAYS` times, on copies of the inputs of its first profiled call) and its dispatches
 become spans of category `iree_dispatch` on a track of their own, named for the replay.
@@ -89,8 +91,10 @@ def _unreplayable(module: Any, inputs: tuple) -> str:
     if module.driver not in ("local-task", "local-sync"):
         return f"it runs on {module.driver} (only the cpu drivers are replayed)"
     if module.host_modules:
+        hint = " (FLOW_BLAS=none keeps its products in IREE)" if "blas" in module.host_modules \
+            else ""  # fmt: skip
         return (f"it imports modules written in Python ({', '.join(module.host_modules)}), "
-                "which IREE's tools cannot provide")  # fmt: skip
+                f"which IREE's tools cannot provide{hint}")  # fmt: skip
     if not all(isinstance(a, np.ndarray) for a in inputs):
         return "it takes non-array arguments"
     return ""
