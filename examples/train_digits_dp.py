@@ -1,6 +1,6 @@
 """Data-parallel training of an MLP on scikit-learn's digits with eager global tensors.
 
-    flow-run -n 2 examples/train_digits_dp.py
+    flow-run -n 2 examples/train_digits_dp.py [--profile trace.json]
 
 Every rank builds the same model (one seed), `Module.to_global` makes its parameters
 broadcast (`B`) global tensors, and each batch is split along the batch dim (`S(0)`), so
@@ -39,6 +39,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--profile", nargs="?", const="digits_dp.trace.json", metavar="PATH",
+                        help="write a Chrome / Perfetto trace of the training steps to PATH "
+                             "(one process track per rank; open it in ui.perfetto.dev)")
     args = parser.parse_args()
 
     rank = flow.env.get_rank()
@@ -55,6 +58,9 @@ def main() -> None:
         return flow.tensor(x).to_global(ranks, sbp.broadcast).to_global(sbp=sbp.split(0))
 
     shuffle = np.random.default_rng(args.seed)  # the same order on every rank
+    prof = flow.profiler.profile() if args.profile else None
+    if prof is not None:
+        prof.start()
     for epoch in range(args.epochs):
         order = shuffle.permutation(len(train_y))
         total, steps = 0.0, 0
@@ -66,9 +72,17 @@ def main() -> None:
             optimizer.step()
             total += float(loss.numpy())
             steps += 1
+            if prof is not None:
+                prof.step()
         if rank == 0:
             print(f"epoch {epoch + 1}: loss {total / steps:.4f}", flush=True)
 
+    if prof is not None:
+        prof.stop()
+        written = prof.export_chrome_trace(args.profile)  # every rank: rank 0 writes
+        if written is not None:
+            print(f"profile: {written}")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
     with flow.no_grad():
         pred = model(batch(test_x)).argmax(1).numpy()
     accuracy = float((pred == test_y).mean())

@@ -62,6 +62,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plan", metavar="PATH", help="draw the step's plan (.svg/.html/.png)")
+    parser.add_argument("--profile", nargs="?", const="digits_pp.trace.json", metavar="PATH",
+                        help="write a Chrome / Perfetto trace of the training steps to PATH "
+                             "(one process track per rank; open it in ui.perfetto.dev)")
     args = parser.parse_args()
 
     rank, world = flow.env.get_rank(), flow.env.get_world_size()
@@ -98,6 +101,9 @@ def main() -> None:
               f"{args.schedule}")  # fmt: skip
     shuffle = np.random.default_rng(args.seed)  # the same order on every rank
     start, first_step = time.perf_counter(), None
+    prof = flow.profiler.profile() if args.profile else None
+    if prof is not None:
+        prof.start()
     for epoch in range(args.epochs):
         order = shuffle.permutation(len(train_y))
         total, steps = 0.0, 0
@@ -106,10 +112,18 @@ def main() -> None:
             loss = step(on(p0, train_x[idx]), on(p1, train_y[idx]))  # compiled on first call
             total += float(loss.numpy())
             steps += 1
+            if prof is not None:
+                prof.step()
             if first_step is None:
                 first_step = time.perf_counter() - start
         if rank == 0:
             print(f"epoch {epoch + 1}: loss {total / steps:.4f}", flush=True)
+    if prof is not None:
+        prof.stop()
+        written = prof.export_chrome_trace(args.profile)  # every rank: rank 0 writes
+        if written is not None:
+            print(f"profile: {written}")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
     seconds = time.perf_counter() - start - (first_step or 0.0)
 
     with flow.no_grad():  # eager inference: the hidden activations move to stage 1's ranks

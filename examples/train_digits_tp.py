@@ -1,6 +1,6 @@
 """Tensor-parallel (Megatron-style) training of an MLP on scikit-learn's digits, eager.
 
-    flow-run -n 2 examples/train_digits_tp.py
+    flow-run -n 2 examples/train_digits_tp.py [--profile trace.json]
 
 The hidden layer is split across the ranks through SBP alone: the first Linear's
 weight and bias are split along the output features (`S(0)`, column parallel), so each
@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plan", metavar="PATH", help="draw the step's plan (.svg/.html/.png)")
+    parser.add_argument("--profile", nargs="?", const="digits_tp.trace.json", metavar="PATH",
+                        help="write a Chrome / Perfetto trace of the training steps to PATH "
+                             "(one process track per rank; open it in ui.perfetto.dev)")
     args = parser.parse_args()
 
     rank = flow.env.get_rank()
@@ -81,6 +84,9 @@ def main() -> None:
             print(f"{name}: global shape {list(p.shape)}, sbp {p.sbp}, "
                   f"this rank's shard {list(p.to_local().shape)}")  # fmt: skip
     shuffle = np.random.default_rng(args.seed)  # the same order on every rank
+    prof = flow.profiler.profile() if args.profile else None
+    if prof is not None:
+        prof.start()
     for epoch in range(args.epochs):
         order = shuffle.permutation(len(train_y))
         total, steps = 0.0, 0
@@ -92,9 +98,17 @@ def main() -> None:
             optimizer.step()
             total += float(loss.numpy())
             steps += 1
+            if prof is not None:
+                prof.step()
         if rank == 0:
             print(f"epoch {epoch + 1}: loss {total / steps:.4f}", flush=True)
 
+    if prof is not None:
+        prof.stop()
+        written = prof.export_chrome_trace(args.profile)  # every rank: rank 0 writes
+        if written is not None:
+            print(f"profile: {written}")
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
     with flow.no_grad():
         pred = model(batch(test_x)).argmax(1).numpy()
     accuracy = float((pred == test_y).mean())

@@ -50,6 +50,7 @@ from flow.ops.methods import install_tensor_methods
 install_tensor_methods()
 
 from . import amp, autograd, cuda, distributed, env, nn, optim, transforms, utils  # noqa: E402  (built on the ops)
+from . import profiler  # noqa: E402  (flow.profiler; loads nothing of the compiler side)
 from .amp import autocast  # noqa: E402
 
 bool = bool_  # noqa: A001  (flow.bool, like torch.bool)
@@ -76,7 +77,7 @@ def __getattr__(name: str):
 __all__ = [
     "Tensor", "Size", "dtype", "jit", "Lowered", "Compiled", "nn", "autograd", "no_grad",
     "lazy", "lazy_stats", "lazy_sync", "LazyStats",
-    "utils", "transforms", "optim", "env", "distributed", "cuda", "amp", "autocast",
+    "utils", "transforms", "optim", "env", "distributed", "cuda", "amp", "autocast", "profiler",
     "placement", "sbp", "device",
     "enable_grad", "set_grad_enabled", "is_grad_enabled", "save", "load", "CheckpointError",
     "bool", "int8", "int32", "int64", "float16", "bfloat16", "float32", "float64",

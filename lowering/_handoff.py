@@ -14,6 +14,8 @@ from io import StringIO
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 
+from flow.targets import events
+
 from ._registry import expand_pipeline, get_all_passes
 
 
@@ -35,6 +37,16 @@ def to_iree_text(module: ModuleOp, *, debuginfo: bool = False) -> str:
 
     With `debuginfo`, op locations (user source lines) are printed too.
     """
+    rec = events.ACTIVE
+    if rec is None:
+        return _iree_text(module, debuginfo)
+    with rec.span("to_iree_text", "lower") as span:
+        text = _iree_text(module, debuginfo)
+    span.args["bytes"] = len(text)
+    return text
+
+
+def _iree_text(module: ModuleOp, debuginfo: bool) -> str:
     from xdsl.printer import Printer
 
     from ._iree_ops import IREE_OP_NAMES, IREE_TYPE_NAMES
@@ -100,9 +112,22 @@ def run_pipeline(
             module.verify()
         except Exception as err:
             raise PipelineError(f"invalid input{of} to pipeline '{spec}': {err}", "") from err
+    rec = events.ACTIVE
+    if rec is not None:
+        with rec.span(f"pipeline {spec}", "lower", {"pipeline": spec, "source": source or ""}):
+            return _run_steps(module, steps, ctx, verify, of, rec)
+    return _run_steps(module, steps, ctx, verify, of, None)
+
+
+def _run_steps(module: ModuleOp, steps: list, ctx: Context, verify: bool, of: str,
+               rec: events.Recorder | None) -> ModuleOp:  # fmt: skip
     for spec_i, pass_i in steps:
         try:
-            pass_i.apply(ctx, module)
+            if rec is None:
+                pass_i.apply(ctx, module)
+            else:
+                with rec.span(spec_i.name, "pass", {"pass": str(spec_i)}):
+                    pass_i.apply(ctx, module)
         except Exception as err:  # re-raised with the pass named
             raise _pipeline_error(module, str(spec_i), err, of) from err
         if verify:

@@ -27,6 +27,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import ArgSpec, ArgSpecParseError, parse_pipeline
 
+from flow.targets import events
+
 PIPELINES: dict[str, list[str]] = {
     # Everything needed for the hand-off: afterwards no flow op or attribute remains.
     # dce runs first: flow ops are Pure, while xDSL cannot prove linalg.generic dead.
@@ -134,8 +136,13 @@ class PipelinePass(ModulePass):
         if self.name not in PIPELINES:
             raise ValueError(f"{type(self).__name__}: {self.name!r} is not a named pipeline")
         passes = get_all_passes()
+        rec = events.ACTIVE
         for spec in expand_pipeline(str(self.spec())):
-            passes[spec.name]().from_spec(spec).apply(ctx, op)
+            if rec is None:
+                passes[spec.name]().from_spec(spec).apply(ctx, op)
+            else:
+                with rec.span(spec.name, "pass", {"pass": str(spec)}):
+                    passes[spec.name]().from_spec(spec).apply(ctx, op)
 
 
 def _pipeline_pass(name: str) -> Callable[[], type[ModulePass]]:

@@ -186,7 +186,8 @@ def all_reduce(
     comm, grp = _resolve(group)
     send = _contiguous(x)
     out = np.empty_like(send)
-    with faults.watch(name, grp):
+    with faults.watch(name, grp) as call:
+        call.nbytes = send.nbytes
         reduce(comm, send, out, op)
     return out
 
@@ -202,7 +203,8 @@ def reduce_scatter(
     moved = np.ascontiguousarray(np.moveaxis(x, dim, 0))
     rows = balanced(moved.shape[0], comm.size)
     out = np.empty((rows[comm.rank], *moved.shape[1:]), x.dtype)
-    with faults.watch(name, grp):
+    with faults.watch(name, grp) as call:
+        call.nbytes = moved.nbytes
         reduce_scatter_rows(comm, moved, out, op)
     return np.moveaxis(out, 0, dim)
 
@@ -221,7 +223,8 @@ def all_gather(x: Any, group: Group, dim: int = 0, *, name: str = "all_gather") 
         made.append(np.empty((total, *moved.shape[1:]), moved.dtype))
         return _bytes(made[0])
 
-    with faults.watch(name, grp):
+    with faults.watch(name, grp) as call:
+        call.nbytes = moved.nbytes
         all_gather_rows(comm, _bytes(moved), moved.shape[0], row, alloc)
     return np.moveaxis(made[0], 0, dim)
 
@@ -243,7 +246,8 @@ def all_to_all(
     mine_c, rest = xt.shape[0], xt.shape[2:]
     pieces = balanced(xt.shape[1], k)
     unit = prod(rest) * x.dtype.itemsize  # bytes per (concat, split) element pair
-    with faults.watch(name, grp):
+    with faults.watch(name, grp) as call:
+        call.nbytes = xt.nbytes
         every_c = np.empty(k, np.int64)
         comm.Allgather(np.array([mine_c], np.int64), every_c)
         starts = offsets(pieces)
@@ -266,10 +270,11 @@ def broadcast(x: Any, root: int, group: Group = None, *, name: str = "broadcast"
     if root not in grp.ranks:
         raise ValueError(f"broadcast: root {root} is not a member of the group {list(grp.ranks)}")
     at = grp.ranks.index(root)
-    with faults.watch(name, grp):
+    with faults.watch(name, grp) as call:
         a = _contiguous(x) if comm.rank == at else None
         shape, dtype = comm.bcast((a.shape, a.dtype) if a is not None else None, root=at)
         out = a if a is not None else np.empty(shape, dtype)
+        call.nbytes = out.nbytes
         comm.Bcast(_bytes(out), root=at)
     return out
 

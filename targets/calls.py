@@ -42,6 +42,7 @@ from typing import Any
 import iree.runtime as rt
 import numpy as np
 
+from . import events
 from .table import CPU_DRIVERS
 
 __all__ = ["Function", "TransferStats", "forget_residents", "reset_transfer_stats",
@@ -139,6 +140,26 @@ class Function:
     def call(self, *args: Any) -> tuple[np.ndarray, ...]:
         """Run the function on numpy arrays (or scalars); see the module doc for result memory
         and for arguments that are earlier results (passed as device buffers)."""
+        if events.ACTIVE is not None:
+            return self._recorded(args)
+        return self._run(args)
+
+    def _recorded(self, args: tuple) -> tuple[np.ndarray, ...]:
+        """A call while a profile records: one `call` span, with the bytes it uploaded."""
+        rec = events.ACTIVE
+        before = _counts["uploaded_bytes"], _counts["read_back_bytes"]
+        info = {"function": self.name, "driver": self.module.driver, "args": len(args)}
+        if rec.record_shapes:
+            info["shapes"] = [list(np.shape(a)) for a in args]
+            info["dtypes"] = [str(getattr(a, "dtype", type(a).__name__)) for a in args]
+        rec.keep_call(self, args)
+        with rec.span(f"call {self.name}", "call", info):
+            out = self._run(args)
+        info["uploaded_bytes"] = _counts["uploaded_bytes"] - before[0]
+        info["read_back_bytes"] = _counts["read_back_bytes"] - before[1]
+        return out
+
+    def _run(self, args: tuple) -> tuple[np.ndarray, ...]:
         h = self._invoker
         if h is None:
             self.module._live()

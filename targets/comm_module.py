@@ -249,6 +249,8 @@ def _watched(impl: Callable[..., Any], name: str) -> Callable[..., Any]:
                 return impl(module, *args)  # the call itself reports it
             grp = faults.group(grp.label, (grp.ranks[peer],))
         call = faults.begin(name, grp, p2p)
+        if call.t0 and isinstance(args[0], rt.VmRef):  # a profile records: the payload
+            call.nbytes = module.buffers.view(args[0]).byte_length
         try:
             return impl(module, *args)
         finally:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from . import cache
+from . import cache, events
 from .table import DEFAULT_TARGET, Target, get_target
 from .vulkan import check_supported
 
@@ -126,6 +126,19 @@ def compile_mlir(
     exits (an in-process compile cannot), and it shares no state with the caller.
     """
     tgt = get_target(target)
+    rec = events.ACTIVE
+    if rec is None:
+        return _compile(source, tgt, extra_flags, use_cache, in_child, {})
+    info = {"target": tgt.name, "ir_bytes": len(source), "in_child": in_child}
+    with rec.span("iree.compile", "compile", info):
+        vmfb = _compile(source, tgt, extra_flags, use_cache, in_child, info)
+    info["vmfb_bytes"] = len(vmfb)
+    return vmfb
+
+
+def _compile(source: str, tgt: Target, extra_flags: Sequence[str], use_cache: bool,
+             in_child: bool, info: dict) -> bytes:  # fmt: skip
+    """`compile_mlir`'s work; `info` learns whether the compile cache had the module."""
     if isinstance(extra_flags, str):
         extra_flags = (extra_flags,)
     flags = compile_flags(tgt, extra_flags)
@@ -133,6 +146,7 @@ def compile_mlir(
     key = cache.cache_key(source, tgt.name, flags) if use_cache else None
     if key is not None:
         hit = cache.lookup(key)
+        info["cache"] = "miss" if hit is None else "hit"
         if hit is not None:
             return hit
     run = _compile_in_child if in_child else _compile_uncached

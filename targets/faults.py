@@ -31,6 +31,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# The profile's recorder while one records (flow.targets.events sets it); a global of this
+# module, which imports nothing of ours: it also runs as the launcher's supervisor script.
+RECORDER: Any = None
+
 RUN_DIR_ENV = "FLOW_RUN_DIR"
 BOARD_FILE = "ranks.board"
 POLL_S = 0.2
@@ -223,11 +227,15 @@ class Call:
     (0 for point-to-point calls, which peers do not count). A plain class: one is made for
     every collective, so it must be cheap."""
 
-    __slots__ = ("name", "group", "count", "start", "prev", "seen_gone")
+    __slots__ = ("name", "group", "count", "start", "prev", "seen_gone", "t0", "nbytes")
 
     def __init__(self, name: str, grp: Group, count: int, start: float, prev: Call | None):
         self.name, self.group, self.count, self.start, self.prev = name, grp, count, start, prev
         self.seen_gone: set[int] | None = None  # members seen gone at the last poll
+        # while a profile records: the start (perf_counter_ns) and the bytes this rank
+        # contributes, which the caller may set (flow.targets.events)
+        self.t0 = time.perf_counter_ns() if RECORDER is not None else 0
+        self.nbytes = 0
 
 
 class _State:
@@ -328,6 +336,8 @@ def begin(name: str, grp: Group, p2p: bool = False) -> Call:
 
 def end(call: Call) -> None:
     """Leave ``call``."""
+    if call.t0 and RECORDER is not None:
+        _record(call)
     s = _state
     s.current = call.prev
     b = s.board
@@ -339,6 +349,16 @@ def end(call: Call) -> None:
         else:
             b.words[base + _NAME], b.words[base + _KEY] = _name_crc(prev.name), prev.group.key
             b.words[base + _COUNT] = prev.count
+
+
+def _record(call: Call) -> None:
+    """The profile's span of a collective: its group (world ranks), its number among this
+    rank's calls on the group (`seq`, 0 for point-to-point; ranks' spans of one collective
+    share it), the bytes this rank sends, and the time it was blocked (the span itself)."""
+    grp = call.group
+    RECORDER.add(call.name, "collective", call.t0, time.perf_counter_ns(),
+                  {"op": call.name, "group": list(grp.ranks), "label": grp.label,
+                   "seq": call.count, "bytes": call.nbytes})  # fmt: skip
 
 
 class watch:

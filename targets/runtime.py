@@ -28,12 +28,14 @@ import gc
 import os
 import re
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 import iree.runtime as rt
 
+from . import events
 from .blas_abi import imported_products
 from .blas_module import create_module as create_blas_module
 from .calls import Function, TransferStats, forget_residents, reset_transfer_stats, transfer_stats
@@ -234,6 +236,7 @@ def load(
     memory: a GPU or Vulkan device's buffers are staged); ``groups`` is then the program's group
     table (its id ``i + 1`` names the
     world ranks ``groups[i]``), or None for process-wide group ids."""
+    t0 = time.perf_counter_ns() if events.ACTIVE is not None else 0
     tgt = get_target(target)
     drv = resolve_driver(tgt, driver)
     if collectives is None:
@@ -270,6 +273,13 @@ def load(
         ) from None
     module = Module(context, vm_module, tgt, drv)
     module._keep_alive = keep_alive
+    module.vmfb = vmfb  # a reference, for replaying it under IREE's profiling (flow.profiler)
+    module.host_modules = tuple(m.name for m in imports)
+    rec = events.ACTIVE
+    if rec is not None and t0:
+        rec.add("iree.load", "load", t0, time.perf_counter_ns(),
+                {"target": tgt.name, "driver": drv, "vmfb_bytes": len(vmfb),
+                 "host_modules": list(module.host_modules)})  # fmt: skip
     _modules.add(module)
     return module
 
@@ -317,6 +327,8 @@ class Module:
         self.driver = driver
         self._functions: dict[str, Function] = {}
         self._keep_alive: Any = None  # the Python module interface behind imports, if any
+        self.vmfb: bytes | None = None  # the module's flatbuffer, when `load` made it
+        self.host_modules: tuple[str, ...] = ()  # imported modules written in Python
 
     @property
     def device(self) -> rt.HalDevice:

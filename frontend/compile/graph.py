@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from flow.core import profiling
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
@@ -63,6 +64,17 @@ class GraphEngine:
     def __call__(self, args: tuple, *, build: Callable, config: Any, target: str | None,
                  find_stages: Callable[[], list]):  # fmt: skip
         """Run one step on `args`, tracing and compiling it first for a new call key."""
+        rec = profiling.ACTIVE
+        if rec is not None:
+            info = {"graph": self.name, "step": self.step_count}
+            if self.stages:
+                info.update(_pipeline_info(self.stages, config))
+            with rec.span(f"nn.Graph {self.name}", "graph", info):
+                return self._call(args, build, config, target, find_stages)
+        return self._call(args, build, config, target, find_stages)
+
+    def _call(self, args: tuple, build: Callable, config: Any, target: str | None,
+              find_stages: Callable[[], list]):  # fmt: skip
         self._lift_learning_rates()
         with _amp(config):  # the key tells steps traced with and without enable_amp apart
             leaves, key, compiled = self.programs.lookup(args, target)
@@ -267,6 +279,29 @@ class GraphEngine:
         return ([(f"_optimizer_{i}", opt) for i, opt in enumerate(self.optimizers)]
                 + [(f"_lr_scheduler_{i}", s) for i, s in enumerate(self.schedulers)]
                 + scaler)  # fmt: skip
+
+
+def _pipeline_info(stages: list, config: Any) -> dict:
+    """A pipelined step's span args: this rank's stage and the order of its slots in the
+    schedule (what flow-pipeline-schedule orders the compiled program by; the interpreted tier
+    records its slots as they run, compile/interpret.py)."""
+    from flow.distributed import env
+    from flow.lowering.pipeline_schedule import schedule_slots
+
+    rank = env.get_rank()
+    mine = [i for i, pl in enumerate(stages) if rank in _flat(pl.ranks)]
+    m = getattr(config, "gradient_accumulation_steps", 1)
+    schedule = getattr(config, "pipeline_schedule", "1f1b")
+    info = {"stages": len(stages), "schedule": schedule, "micro_batches": m}
+    if mine:
+        order = schedule_slots(schedule, len(stages), mine[0], m)
+        info["stage"] = mine[0]
+        info["slots"] = " ".join(f"{p[0].upper()}{k}" for p, k in order if p != "update") + " U"
+    return info
+
+
+def _flat(ranks) -> list:
+    return [r for x in ranks for r in (_flat(x) if isinstance(x, (list, tuple)) else [x])]
 
 
 def _amp(config: Any):

@@ -27,6 +27,7 @@ from collections.abc import Callable
 import numpy as np
 
 from flow.core import dtypes as _dtypes
+from flow.core import profiling
 
 from .stages import Lowered
 
@@ -53,9 +54,11 @@ class Interpreter:
         block = f.body.block
         slots = {arg: i for i, arg in enumerate(block.args)}
         self.n_inputs = len(block.args)
+        self.name = lowered.name
         steps: list[tuple[Callable, dict, tuple[int, ...], int, np.dtype]] = []
         last_use: dict[int, int] = {}
         results: tuple[int, ...] = ()
+        tags: list[tuple[str, int] | None] = []  # a pipeline's (phase, micro-batch) per step
         for op in block.ops:
             if op.name == "func.return":
                 results = tuple(slots[v] for v in op.operands)
@@ -74,6 +77,7 @@ class Interpreter:
                 last_use[i] = len(steps)
             dtype = _dtypes.from_ir(op.results[0].type.element_type).np_dtype
             steps.append((prim.impl, params, ins, out, dtype))
+            tags.append(_slot_tag(op))
         kept = set(results)
         # per step, the slots whose last use it is (never a result, never an input: the
         # caller's arrays are the caller's)
@@ -82,6 +86,7 @@ class Interpreter:
             if i not in kept and i >= self.n_inputs:
                 self._free[k].append(i)
         self._steps = steps
+        self._slots = _slot_runs(tags)
         self._results = results
         self._n_slots = len(slots)
         self._global = None
@@ -95,6 +100,14 @@ class Interpreter:
     def __call__(self, *inputs) -> list[np.ndarray]:
         if len(inputs) != self.n_inputs:
             raise TypeError(f"interpreted program takes {self.n_inputs} inputs, got {len(inputs)}")
+        rec = profiling.ACTIVE
+        if rec is not None:
+            with rec.span(f"interpret {self.name}", "interpret",
+                          {"function": self.name, "ops": len(self._steps)}):  # fmt: skip
+                return self._call(inputs)
+        return self._call(inputs)
+
+    def _call(self, inputs: tuple) -> list[np.ndarray]:
         if self._global is None:
             return self._run(inputs)
         from flow.distributed.boxing import slice_to
@@ -110,10 +123,49 @@ class Interpreter:
     def _run(self, inputs) -> list[np.ndarray]:
         """The program's results for its input values (global values of a global program)."""
         env: list = [*inputs, *([None] * (self._n_slots - self.n_inputs))]
+        rec = profiling.ACTIVE
         with np.errstate(all="ignore"):  # IEEE results without warnings, as in eager mode
-            for (impl, params, ins, out, dtype), free in zip(self._steps, self._free):
-                value = np.asarray(impl(*[env[i] for i in ins], **params))
-                env[out] = value if value.dtype == dtype else value.astype(dtype)
-                for i in free:
-                    env[i] = None
+            if rec is None or not self._slots:
+                self._run_steps(env, 0, len(self._steps))
+            else:  # a pipeline's slots, one span per run of ops of one (phase, micro-batch)
+                for lo, hi, (phase, mb) in self._slots:
+                    name = phase if phase == "update" else f"{phase} {mb}"
+                    with rec.span(name, "pipeline",
+                                  {"phase": phase, "micro_batch": mb, "ops": hi - lo,
+                                   "function": self.name, "tier": "interpreted"}):  # fmt: skip
+                        self._run_steps(env, lo, hi)
         return [env[i] for i in self._results]
+
+    def _run_steps(self, env: list, lo: int, hi: int) -> None:
+        steps, frees = self._steps, self._free
+        for k in range(lo, hi):
+            impl, params, ins, out, dtype = steps[k]
+            value = np.asarray(impl(*[env[i] for i in ins], **params))
+            env[out] = value if value.dtype == dtype else value.astype(dtype)
+            for i in frees[k]:
+                env[i] = None
+
+
+def _slot_tag(op) -> tuple[str, int] | None:
+    """The pipeline slot (phase, micro-batch) the trace tagged `op` with, if any."""
+    from flow.dialect.attr_names import MICRO_BATCH_ATTR, PHASE_ATTR
+
+    phase = op.attributes.get(PHASE_ATTR)
+    if phase is None:
+        return None
+    mb = op.attributes.get(MICRO_BATCH_ATTR)
+    return (phase.data, mb.value.data if mb is not None else 0)
+
+
+def _slot_runs(tags: list) -> list[tuple[int, int, tuple[str, int]]]:
+    """Runs of consecutive steps of one slot, `(first, end, slot)`; untagged steps join the
+    run before them (or the first one). Empty when nothing is tagged."""
+    if not any(tags):
+        return []
+    runs: list[list] = []
+    for k, tag in enumerate(tags):
+        if runs and (tag is None or tag == runs[-1][2]):
+            runs[-1][1] = k + 1
+        else:
+            runs.append([k, k + 1, tag or next(t for t in tags if t)])
+    return [tuple(r) for r in runs]

@@ -25,6 +25,8 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
+from flow.core import profiling
+
 from .stages import Compiled, Lowered
 from .staging import ProgramCache, stage
 
@@ -74,6 +76,12 @@ class jit:  # noqa: N801  (a decorator, named like jax.jit / torch.compile)
     def __call__(self, *args):
         """Run the program compiled for this call's key (see `ProgramCache`), compiling it
         on the key's first call: the device is decided then, once, before lowering."""
+        if profiling.ACTIVE is not None:
+            with profiling.ACTIVE.span(f"jit {self.name}", "jit", {"function": self.name}):
+                return self._call(args)
+        return self._call(args)
+
+    def _call(self, args: tuple):
         leaves, key, compiled = self._cache.lookup(args, self.target)
         if compiled is None:
             compiled = self._cache.compile(key, self.lower(*args), leaves,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flow.core import device as _device
+from flow.core import profiling
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 
@@ -93,7 +94,15 @@ class Lowered:
         from flow.targets import cache
 
         key = self._front_key(tgt)
-        return cache.lookup(key) if key is not None else None
+        if key is None:
+            return None
+        rec = profiling.ACTIVE
+        if rec is None:
+            return cache.lookup(key)
+        with rec.span("compile cache lookup", "compile", {"function": self.name}) as span:
+            vmfb = cache.lookup(key)
+        span.args["cache"] = "miss" if vmfb is None else "hit"
+        return vmfb
 
     def build_vmfb(self, tgt, *, in_child: bool = False) -> bytes:
         """Lower this (local) program and compile it for `tgt` (`in_child`: IREE runs as a
@@ -104,7 +113,8 @@ class Lowered:
         from flow.targets import cache, compile_mlir
 
         shown = progress.status(f"compiling {self.name} for {tgt.name}")
-        with contextlib.nullcontext(progress.Line("")) if in_child else shown as line:
+        with _build_span(self.name, tgt, in_child), \
+                contextlib.nullcontext(progress.Line("")) if in_child else shown as line:
             lowered = run_pipeline(self.module.clone(), handoff_pipeline(tgt))
             line.detail = f"{_kernels(lowered)} linalg ops"
             vmfb = compile_mlir(to_iree_text(lowered), tgt, in_child=in_child)
@@ -123,7 +133,8 @@ class Lowered:
 
         rank = env.get_rank()
         shown = progress.status(f"compiling {self.name} for {tgt.name}, rank {rank}")
-        with contextlib.nullcontext() if in_child else shown:
+        with _build_span(self.name, tgt, in_child), \
+                contextlib.nullcontext() if in_child else shown:
             # SBP inference already ran at trace time (it fixed the result distributions).
             # comm collectives on every target: flow's runtime runs them over MPI (a device's
             # buffers staged through host memory); it sets up no NCCL / RCCL channels
@@ -134,6 +145,15 @@ class Lowered:
         if tgt.name not in self._front_keys:
             self._front_keys[tgt.name] = front_key(self.module, tgt)
         return self._front_keys[tgt.name]
+
+
+def _build_span(name: str, tgt, in_child: bool):
+    """The profile's span of lowering and compiling one program (nothing when off)."""
+    rec = profiling.ACTIVE
+    if rec is None:
+        return contextlib.nullcontext()
+    return rec.span(f"build {name}", "build", {"function": name, "target": tgt.name,
+                                               "background": in_child})  # fmt: skip
 
 
 def handoff_pipeline(tgt) -> str:

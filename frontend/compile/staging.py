@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from flow.amp import autocast_key
 from flow.core import device as _device
+from flow.core import profiling
 from flow.core.autograd import check_reached
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
@@ -145,6 +146,18 @@ def stage(fn: Callable, name: str, args: tuple, *, born: Callable | None = None,
     they become extra outputs.
     `check_indices` (default: `FLOW_CHECK_INDICES`) emits index range checks, whose values
     come last (see ops/index_checks.py)."""
+    rec = profiling.ACTIVE
+    if rec is None:
+        return _stage(fn, name, args, born, check_indices)
+    with rec.span(f"trace {name}", "trace", {"function": name}) as span:
+        lowered = _stage(fn, name, args, born, check_indices)
+    span.args["global"] = lowered.is_global
+    span.args["ops"] = len(lowered.eqns) if lowered.eqns is not None else 0
+    return lowered
+
+
+def _stage(fn: Callable, name: str, args: tuple, born: Callable | None,
+           check_indices: bool | None) -> Lowered:  # fmt: skip
     from xdsl.dialects.builtin import TensorType
 
     leaves, in_tree = flatten(list(args))

@@ -13,6 +13,7 @@ import numpy as np
 from xdsl.utils.exceptions import VerifyException
 
 from flow.core import device as _device
+from flow.core import profiling
 from flow.core.autograd import record
 from flow.core.errors import op_error, strip_op_prefix
 from flow.core.tensor import Tensor
@@ -35,6 +36,20 @@ def check_same_trace(prim, args: tuple, trace) -> None:
 
 def process(prim, args: tuple, params: dict, trace) -> Tensor:
     """Run `prim` on the arrays of `args`."""
+    if profiling.ACTIVE is not None:
+        return _profiled(prim, args, params, trace)
+    return _run(prim, args, params, trace)
+
+
+def _profiled(prim, args: tuple, params: dict, trace) -> Tensor:
+    rec = profiling.ACTIVE
+    info = {"shapes": [list(a._shape) for a in args], "dtypes": [a._dtype.name for a in args]} \
+        if rec.record_shapes else None  # fmt: skip
+    with rec.span(prim.name, "eager", info):
+        return _run(prim, args, params, trace)
+
+
+def _run(prim, args: tuple, params: dict, trace) -> Tensor:
     check_same_trace(prim, args, trace)
     try:
         dtype = prim.eager_dtype(args, params)

@@ -11,6 +11,7 @@ global tensors.
 from __future__ import annotations
 
 from flow.core import autograd as _autograd
+from flow.core import profiling
 from flow.core import tensor as _tensor
 from flow.distributed.eager_ops import creating_like, eager_create, global_bind
 from flow.distributed.global_tensor import global_numpy, grad_to_leaf
@@ -39,6 +40,10 @@ def applies(prim, args: tuple, trace) -> bool:
 
 def process(prim, args: tuple, params: dict, trace):
     """`prim` on global tensors, shard by shard."""
+    rec = profiling.ACTIVE
+    if rec is not None:
+        with rec.span(prim.name, "eager", {"global": True}):
+            return global_bind(prim, args, params)
     return global_bind(prim, args, params)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from numbers import Integral
 from typing import Any
 
+from flow.core import profiling
 from flow.utils.rng import as_generator, draw_seed
 
 from ._collate import default_collate, default_convert
@@ -186,6 +187,22 @@ class BaseIter:
     def __len__(self) -> int:
         return len(self._loader)
 
+    def __next__(self) -> Any:
+        rec = profiling.ACTIVE
+        if rec is None:
+            return self._next()
+        import time
+
+        t0 = time.perf_counter_ns()
+        batch = self._next()  # StopIteration ends the epoch unrecorded
+        rec.add("DataLoader.__next__", "data", t0, time.perf_counter_ns(),
+                {"dataset": type(self._dataset).__name__,
+                 "workers": self._loader.num_workers})  # fmt: skip
+        return batch
+
+    def _next(self) -> Any:
+        raise NotImplementedError
+
 
 class _SingleProcessIter(BaseIter):
     def __init__(self, loader: DataLoader):
@@ -193,5 +210,5 @@ class _SingleProcessIter(BaseIter):
         self._fetcher = make_fetcher(self._dataset, self._auto_collation, self._collate_fn,
                                      self._drop_last)  # fmt: skip
 
-    def __next__(self) -> Any:
+    def _next(self) -> Any:
         return self._fetcher.fetch(next(self._sampler_iter))

@@ -157,7 +157,7 @@ class MultiProcessIter(BaseIter):
                 codes = ", ".join(f"pid {w.pid}: exit code {w.exitcode}" for w in dead)
                 raise RuntimeError(f"DataLoader worker(s) exited unexpectedly ({codes})")
 
-    def __next__(self) -> Any:
+    def _next(self) -> Any:
         while True:
             while self._rcvd_idx < self._send_idx:  # skip tasks of exhausted workers
                 task = self._tasks[self._rcvd_idx]
