@@ -22,6 +22,7 @@ collectives and their bytes, compiles and cache hits) can be summed from the lis
   `interpret`: a run of the interpreter meanwhile; `eager`: one eager primitive;
 * `collective`: one MPI wait (`op`, `group` as world ranks, `seq`, `bytes` sent);
 * `pipeline`: one (phase, micro-batch) slot of an interpreted pipeline step;
+* `optimizer`: one `optimizer.step()` (per-step metrics end an eager step there);
 * `data`: a DataLoader batch; `step`: a `prof.step()` interval; `user`: `record_function`;
 * `iree_dispatch`: IREE's own dispatch timings of a replayed program (flow.profiler).
 
@@ -42,7 +43,7 @@ __all__ = ["ACTIVE", "CATEGORIES", "Recorder", "Span", "set_active"]
 
 CATEGORIES = ("jit", "graph", "trace", "build", "lower", "pass", "compile", "load", "call",
               "interpret", "eager", "collective", "pipeline", "data", "step", "user",
-              "iree_dispatch")  # fmt: skip
+              "optimizer", "iree_dispatch")  # fmt: skip
 
 ACTIVE: Recorder | None = None  # the recorder of the profile that records now, if any
 

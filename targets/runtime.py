@@ -142,6 +142,15 @@ def _config_or_reason(driver: str) -> rt.Config | str:
         return entry
 
 
+def cpu_device_peak() -> int:
+    """The peak bytes of the cpu devices' allocators this process created (0 when it created
+    none); creates nothing. local-task's statistics leave out transient buffers."""
+    with _lock:
+        configs = [c for d, c in _configs.items() if d in CPU_DRIVERS and isinstance(c, rt.Config)]
+    return max((int(c.device.allocator.statistics.get("device_bytes_peak", 0))
+                for c in configs), default=0)  # fmt: skip
+
+
 def resolve_driver(target: str | Target = DEFAULT_TARGET, driver: str | None = None) -> str:
     """The driver a target runs on: ``driver`` if given, else ``FLOW_CPU_DRIVER`` for the cpu
     target, else the target's own."""

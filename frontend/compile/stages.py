@@ -101,7 +101,7 @@ class Lowered:
             return cache.lookup(key)
         with rec.span("compile cache lookup", "compile", {"function": self.name}) as span:
             vmfb = cache.lookup(key)
-        span.args["cache"] = "miss" if vmfb is None else "hit"
+            span.args["cache"] = "miss" if vmfb is None else "hit"  # before the span ends
         return vmfb
 
     def build_vmfb(self, tgt, *, in_child: bool = False) -> bytes:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from flow.core import profiling
 from flow.core.autograd import enable_grad, no_grad
 from flow.core.tensor import Tensor
 from flow.core.trace import current_trace
@@ -182,6 +183,13 @@ class Optimizer:
 
     def step(self, closure: Callable[[], Any] | None = None):
         """Update every parameter that has a `.grad`; `closure` re-evaluates the loss first."""
+        rec = profiling.ACTIVE
+        if rec is None or current_trace() is not None:  # a traced update is its graph's
+            return self._step(closure)
+        with rec.span(f"{type(self).__name__}.step", "optimizer"):
+            return self._step(closure)
+
+    def _step(self, closure: Callable[[], Any] | None):
         loss = None
         if closure is not None:
             with enable_grad():

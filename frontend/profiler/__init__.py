@@ -15,10 +15,21 @@ for the other ranks), `prof.step()` intervals and `record_function` spans; with
 (flow/profiler/_dispatches.py). Under `flow-run -n N` every rank records its own spans and
 `export_chrome_trace` writes one file with a process track per rank. While no profile
 records, each instrumented path costs one test of a module-level global.
+
+Per-step metrics (step time split into compute, communication and host time, bytes per
+collective kind, peak memory, compiles): `enable_metrics()` or `FLOW_METRICS=path`
+(flow/profiler/_metrics.py).
 """
 
 from __future__ import annotations
 
+import os as _os
+
+from ._metrics import StepMetrics, disable_metrics, enable_metrics, format_summary
 from ._profile import ProfilerAction, profile, record_function, schedule
 
-__all__ = ["ProfilerAction", "profile", "record_function", "schedule"]
+__all__ = ["ProfilerAction", "StepMetrics", "disable_metrics", "enable_metrics",
+           "format_summary", "profile", "record_function", "schedule"]  # fmt: skip
+
+if _os.environ.get("FLOW_METRICS", "").strip():  # every step as a JSON line / CSV row
+    enable_metrics(_os.environ["FLOW_METRICS"].strip())

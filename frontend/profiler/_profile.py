@@ -21,6 +21,32 @@ from flow.core import profiling
 __all__ = ["ProfilerAction", "profile", "record_function", "schedule"]
 
 
+_PROFILE_RECORDER: Any = None  # the recorder a profile installed, if one records
+
+
+def current_recorder() -> Any:
+    """The recorder a profile has installed (None when no profile records)."""
+    return _PROFILE_RECORDER
+
+
+def install_recorder(recorder: Any) -> None:
+    """Make `recorder` (a profile's, or None) the one every instrumented path fills; while
+    per-step metrics are on (flow.profiler._metrics), they see every span and pass it on."""
+    global _PROFILE_RECORDER
+    from . import _metrics
+
+    _PROFILE_RECORDER = recorder
+    metrics = _metrics.ACTIVE
+    if metrics is not None:
+        metrics.inner = recorder
+        recorder = metrics
+    profiling.set_active(recorder)
+    if recorder is not None or "flow.targets.events" in _loaded():
+        from flow.targets import events
+
+        events.set_active(recorder)
+
+
 class ProfilerAction(enum.Enum):
     NONE = 0
     WARMUP = 1
@@ -135,11 +161,7 @@ class profile:  # noqa: N801  (named like torch.profiler.profile)
         self._install(self._recorder)
 
     def _install(self, recorder: Any) -> None:
-        profiling.set_active(recorder)
-        if recorder is not None or "flow.targets.events" in _loaded():
-            from flow.targets import events
-
-            events.set_active(recorder)
+        install_recorder(recorder)
 
     def _finish_cycle(self) -> None:
         rec = self._recorder
