@@ -19,11 +19,13 @@ bytes of computed values alive at once. Run it on the program after the flow-lev
 the hand-off (fusion: the values inside a `flow.fused` region never reach memory) and, for a
 global program, after partitioning and scheduling (`handoff_memory_analysis`).
 
-What it leaves out, measured against IREE's allocator peak on the `local-sync` cpu driver:
-buffers IREE keeps in its caching pool after they die and reuses later, temporaries of
-dispatches IREE does not fuse the way flow does (or fuses more), staging copies of small
-arguments, alignment and padding of allocations, and, on other targets, host-side copies.
-The estimate is a figure per program; the allocator's peak is of the whole process.
+What it leaves out, measured against IREE's allocator peak on the `local-sync` cpu driver
+(docs/architecture.md, section 1.4, has the figures): copies IREE makes that flow's program
+does not show (data tiling packs matmul operands into tiled layouts), temporaries that IREE's
+transient slab keeps together when the op order would not (its dispatches run in concurrent
+waves), allocation alignment, and IREE's caching pool, which keeps freed buffers for reuse;
+a reshape counts as a copy. The estimate is a figure per program, the allocator's peak the
+whole process's.
 """
 
 from __future__ import annotations
