@@ -1,4 +1,4 @@
-"""`graph.memory_analysis()` per rank (test_memory_analysis.py): an Adam training step of an MLP,
+"""`graph.memory_analysis()` per rank (test_memory_per_rank.py): an Adam step of an MLP,
 data parallel and under ZeRO stages 1 and 3. Each rank's argument and output bytes equal the
 numpy bytes of its local shards (batch, parameters, optimizer state); ZeRO-1 holds 1/N of the
 optimizer state and ZeRO-3 of the parameters too, so the arguments shrink by what the sharding
