@@ -148,8 +148,8 @@ def runtime_peaks(setup: Setup) -> dict[str, list[int] | None]:
         for schedule in SCHEDULES:
             argv = [*sys.argv[1:], "--memory", schedule]
             cmd = launch_command(setup.world, os.path.abspath(__file__), argv)
-            run = subprocess.run(cmd, env=launch_env(setup.world), capture_output=True,
-                                 text=True, timeout=600)  # fmt: skip
+            env = {**launch_env(setup.world), "FLOW_SYNC_COMPILE": "1"}  # IREE from the start
+            run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
             lines = [ln for ln in run.stdout.splitlines() if ln.startswith("MEMORY ")]
             if run.returncode != 0 or not lines:
                 print(f"  (runtime memory of {schedule} not measured: exit {run.returncode}\n"
