@@ -38,7 +38,8 @@ from xdsl.ir import SSAValue
 
 from flow.dialect.sbp import tensor_bytes
 
-__all__ = ["MemoryAnalysis", "handoff_memory_analysis", "memory_analysis", "peak_live_bytes"]
+__all__ = ["MemoryAnalysis", "flow_level_steps", "handoff_memory_analysis", "memory_analysis",
+           "peak_live_bytes", "value_bytes"]
 
 _NOT_FLOW_LEVEL = ("flow-lower-to-linalg",)  # the steps after which ops are no longer flow's
 
