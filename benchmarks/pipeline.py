@@ -9,10 +9,9 @@ computes on one core (`FLOW_CPU_DRIVER=local-sync`). Rank 0 prints:
 
 * step time: the median over rounds (warm-up excluded) of the slowest rank's time; the
   schedules and the references below take turns in each round, so load hits all alike;
-* peak memory per rank, (a) static: `peak_live_bytes` of the rank's program after
-  `flow-partition` and `flow-pipeline-schedule`: the most bytes of tensors alive at once in
-  the schedule's op order, parameters and inputs included (the flow IR also keeps a
-  transposed copy of each weight per micro-batch until its backward, which IREE folds);
+* peak memory per rank, (a) static: `graph.memory_analysis().peak_live_bytes` of the rank's
+  program after `flow-partition`, `flow-pipeline-schedule` and fusion: the most bytes of
+  tensors alive at once in the schedule's op order, parameters and inputs included;
   (b) at run time: the peak of IREE's device allocator statistics, from a fresh run of this
   script per schedule (the peak cannot be reset); freed buffers stay in IREE's caching pool,
   so this is the memory IREE holds. Process RSS would mostly measure the compiler, the
@@ -117,16 +116,10 @@ class Setup:
         return step, (flow.tensor(self.x), flow.tensor(self.y))
 
 
-def static_peak(step: Step, rank: int, schedule: str) -> int:
-    """`peak_live_bytes` of this rank's program after partitioning and scheduling (the passes
-    that compile it, up to the hand-off to IREE)."""
-    from flow.lowering import run_pipeline
-    from flow.lowering.pipeline_schedule import peak_live_bytes
-
-    work = step._last_lowered.module.clone()
-    run_pipeline(work, f"flow-infer-sbp,flow-partition{{rank={rank}}},"
-                       f"flow-pipeline-schedule{{rank={rank} schedule={schedule}}}")  # fmt: skip
-    return peak_live_bytes(work.body.block.first_op)
+def static_peak(step: Step) -> int:
+    """The peak live bytes of this rank's program after partitioning and scheduling
+    (`graph.memory_analysis()`, flow/lowering/memory_analysis.py)."""
+    return step.memory_analysis().peak_live_bytes
 
 
 def allocator_peak() -> int:
@@ -155,8 +148,8 @@ def runtime_peaks(setup: Setup) -> dict[str, list[int] | None]:
         for schedule in SCHEDULES:
             argv = [*sys.argv[1:], "--memory", schedule]
             cmd = launch_command(setup.world, os.path.abspath(__file__), argv)
-            run = subprocess.run(cmd, env=launch_env(setup.world), capture_output=True,
-                                 text=True, timeout=600)  # fmt: skip
+            env = {**launch_env(setup.world), "FLOW_SYNC_COMPILE": "1"}  # IREE from the start
+            run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
             lines = [ln for ln in run.stdout.splitlines() if ln.startswith("MEMORY ")]
             if run.returncode != 0 or not lines:
                 print(f"  (runtime memory of {schedule} not measured: exit {run.returncode}\n"
@@ -262,7 +255,7 @@ def main() -> None:
     runtime = runtime_peaks(setup)
     steps = {schedule: setup.staged(schedule) for schedule in SCHEDULES}
     times = time_steps(setup, steps)
-    static = {s: _comm().gather(static_peak(step, setup.rank, s), root=0)
+    static = {s: _comm().gather(static_peak(step), root=0)
               for s, (step, _) in steps.items()}  # fmt: skip
     if setup.rank == 0:
         report(setup, times, static, runtime)

@@ -34,8 +34,8 @@ for later slots into the chain of transfers, and the run-time order (and
 activation memory) follows the schedule.
 
 The pass removes the tags and the stage list, so nothing of ours crosses to
-IREE. Without a stage list it only removes tags. `peak_live_bytes` measures
-the activation memory an order needs (bytes of values alive at once).
+IREE. Without a stage list it only removes tags. `memory_analysis.py` measures
+the memory an order needs (bytes of values alive at once).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, ModuleOp, StringAttr, TensorType
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 
 from flow.dialect import distributed as dd
@@ -200,41 +200,6 @@ def pipeline_schedule(module: ModuleOp, rank: int | None, schedule: str = "") ->
                                    f"only {len(tagged)} tagged ops")  # fmt: skip
                     _reorder(f, schedule_slots(schedule, len(stages), mine[0], m))
     _strip(module)
-
-
-def peak_live_bytes(f: func.FuncOp) -> int:
-    """The most bytes of tensor values alive at once when `f`'s ops run in block order
-    (arguments included: a lower bound on what its activations need)."""
-
-    def size(v: SSAValue) -> int:
-        ty = v.type
-        if not isinstance(ty, TensorType):
-            return 0
-        n = 1
-        for d in ty.get_shape():
-            n *= max(int(d), 0)
-        width = getattr(ty.element_type, "bitwidth", None) or 32
-        return n * max(1, int(width) // 8)
-
-    block = f.body.block
-    ops = list(block.ops)
-    last_use: dict[SSAValue, int] = {}
-    for i, op in enumerate(ops):
-        for o in op.operands:
-            last_use[o] = i
-    live = sum(size(a) for a in block.args)
-    dies: dict[int, int] = {}
-    for a in block.args:
-        dies[last_use.get(a, -1)] = dies.get(last_use.get(a, -1), 0) + size(a)
-    peak = live
-    for i, op in enumerate(ops):
-        for r in op.results:
-            live += size(r)
-            end = last_use.get(r, i)
-            dies[end] = dies.get(end, 0) + size(r)
-        peak = max(peak, live)
-        live -= dies.pop(i, 0)
-    return peak
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,7 @@ class GraphEngine:
         # the steps, by call key (`build` names the arguments `dynamic` marks)
         self.programs = ProgramCache(name, sync_compile=sync_compile, dynamic=dynamic, fn=build)
         self.last_lowered: Lowered | None = None
+        self.last_target: str | None = None  # the device target of the step compiled last
         self.stages: list = []  # placements of the pipeline stages of the last trace
         self.debug = False  # print each step's flow IR when it is compiled
         self.step_count = 0  # calls run (training steps, in a graph with optimizers)
@@ -104,7 +105,7 @@ class GraphEngine:
             retrace = lambda a: self.lower(a, build, config, find_stages)  # noqa: E731
             compiled = self.programs.compile(key, lowered, leaves, device_target,
                                              store=not lowered.born, retrace=retrace)  # fmt: skip
-            self.last_lowered = lowered
+            self.last_lowered, self.last_target = lowered, device_target
             out = compiled.call_flat(leaves)
         except BaseException:
             if lowered is not None:
@@ -155,9 +156,18 @@ class GraphEngine:
             )
         if self.debug:
             print(lowered.as_text())
-        self.last_lowered = lowered
+        self.last_lowered, self.last_target = lowered, device_target
         self.programs.compile(key, lowered, leaves, device_target,
                               retrace=lambda a: self.lower(a, build, config, find_stages))
+
+    def memory_analysis(self):
+        """The static memory figures of the step compiled last (the steady step, which reads
+        the optimizer state; of a global step this rank's program): see
+        `frontend/compile/stages.py: Lowered.memory_analysis`."""
+        if self.last_lowered is None:
+            raise RuntimeError(f"{self.name}.memory_analysis: not compiled yet; call the graph "
+                               "once to build it")  # fmt: skip
+        return self.last_lowered.memory_analysis(self.last_target)
 
     def _params(self) -> list[Tensor]:
         return [p for opt in self.optimizers for g in opt.param_groups for p in g["params"]]

@@ -30,7 +30,7 @@ from flow.lowering.print_comm_plan import communication_plan
 
 __all__ = [
     "absent_results", "communication_plan", "compile_for_rank", "held_inputs", "lower_for_rank",
-    "run_for_rank",
+    "rank_pipeline", "run_for_rank",
 ]  # fmt: skip
 
 if TYPE_CHECKING:
@@ -74,6 +74,18 @@ def lower_for_rank(
     memory, which flow's runtime provides on every driver) or IREE's native collectives
     (cuda, rocm), whose channels are split from the whole global program's channel table so
     that every rank creates the same channels."""
+    work = module.clone()
+    spec = rank_pipeline(rank, target, collectives)
+    run_pipeline(work, f"{'flow-infer-sbp,' if infer_sbp else ''}{spec}")
+    groups = comm_groups(work)
+    work.attributes.pop(GROUPS_ATTR, None)  # nothing named flow.* crosses to IREE
+    return to_iree_text(work), groups
+
+
+def rank_pipeline(rank: int, target: str | Target = "cpu", collectives: str | None = None
+                  ) -> str:  # fmt: skip
+    """The per-rank pipeline that lowers rank `rank`'s program for `target` (see
+    `lower_for_rank` for `collectives`), with its options."""
     from flow.targets import get_target
     from flow.targets.blas_calibration import policy
 
@@ -81,12 +93,7 @@ def lower_for_rank(
     if collectives not in ("comm", "native"):
         raise ValueError(f"collectives must be 'comm' or 'native', got {collectives!r}")
     pipeline = "flow-partition-to-iree-input" + ("-native" if collectives == "native" else "")
-    work = module.clone()
-    options = f"rank={rank} blas={policy(get_target(target))}"
-    run_pipeline(work, f"{'flow-infer-sbp,' if infer_sbp else ''}{pipeline}{{{options}}}")
-    groups = comm_groups(work)
-    work.attributes.pop(GROUPS_ATTR, None)  # nothing named flow.* crosses to IREE
-    return to_iree_text(work), groups
+    return f"{pipeline}{{rank={rank} blas={policy(get_target(target))}}}"
 
 
 def run_for_rank(

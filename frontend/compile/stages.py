@@ -56,6 +56,7 @@ class Lowered:
     eqns: dict = field(default_factory=dict)  # op -> (Primitive, params): see Trace.eqns
     grad_reached: list = field(default_factory=list)  # see Trace.grad_reached
     _front_keys: dict = field(default_factory=dict, repr=False)  # target name -> front_key
+    _memory: dict = field(default_factory=dict, repr=False)  # target name -> MemoryAnalysis
 
     @property
     def is_global(self) -> bool:
@@ -140,6 +141,26 @@ class Lowered:
             # buffers staged through host memory); it sets up no NCCL / RCCL channels
             return compile_for_rank(self.module, rank, tgt, infer_sbp=False, collectives="comm",
                                     in_child=in_child)  # fmt: skip
+
+    def memory_analysis(self, target: str | None = None):
+        """The static memory figures of this program compiled for `target` (default: cpu),
+        of a global program this rank's: a `flow.lowering.memory_analysis.MemoryAnalysis`
+        of the program after the flow-level steps of its lowering (fusion; partitioning and
+        the pipeline schedule for a global one). Computed once per target."""
+        from flow.lowering.memory_analysis import handoff_memory_analysis
+
+        tgt = self.execution_target(target)
+        if tgt.name not in self._memory:
+            if self.is_global:
+                from flow.distributed import env
+
+                from .per_rank import rank_pipeline
+
+                spec = rank_pipeline(env.get_rank(), tgt, collectives="comm")  # as compiled
+            else:
+                spec = handoff_pipeline(tgt)
+            self._memory[tgt.name] = handoff_memory_analysis(self.module, spec)
+        return self._memory[tgt.name]
 
     def _front_key(self, tgt) -> str | None:
         if tgt.name not in self._front_keys:
@@ -235,6 +256,12 @@ class Program:
                 f"but called with {describe(sig)}"
             )
         return self.call_flat(leaves)
+
+    def memory_analysis(self):
+        """The static memory figures of this program, of a global program this rank's
+        (argument, output, alias and temporary bytes, the peak live bytes), like JAX's
+        `compiled.memory_analysis()`: see `flow.lowering.memory_analysis`."""
+        return self.lowered.memory_analysis(self.target)
 
     @property
     def entry(self):

@@ -164,6 +164,13 @@ class Graph:
                                "once to build it")  # fmt: skip
         return lowered.as_text()
 
+    def memory_analysis(self):
+        """The static memory figures of the step compiled last, like JAX's
+        `compiled.memory_analysis()`: argument, output, alias and temporary bytes and the
+        peak live bytes of the steady training step (of a global step, this rank's program
+        after partitioning). See `flow.lowering.memory_analysis`."""
+        return self._engine.memory_analysis()
+
     def __call__(self, *args):
         if self.config.zero is not None and self.config._zero_plan is None:
             from ._zero import ZeroPlan
