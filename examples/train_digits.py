@@ -136,8 +136,9 @@ def main() -> None:
     step = TrainGraph(model, loss_fn, optimizer, scheduler) if args.graph else None
     predict = EvalGraph(model) if args.graph else None
     mode = "nn.Graph" if args.graph else "eager"
+    metrics = flow.profiler.enable_metrics()  # per-step time, communication, memory
     for epoch in range(start_epoch, args.epochs):
-        t0 = time.perf_counter()
+        t0, mark = time.perf_counter(), len(metrics.steps)
         total, batches = 0.0, 0
         bar = tqdm(
             loader, desc=f"epoch {epoch + 1}/{args.epochs} ({mode})", leave=False, mininterval=0.5
@@ -157,6 +158,7 @@ def main() -> None:
         acc = evaluate(model, predict, test_x, test_y, 64)
         print(f"epoch {epoch + 1}: loss {total / batches:.4f}, test accuracy {acc:.4f} "
               f"({time.perf_counter() - t0:.1f} s)")  # fmt: skip
+        print(f"  {flow.profiler.format_summary(metrics.summary(since=mark))}")
         flow.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                    "scheduler": scheduler.state_dict(), "epoch": epoch + 1}, args.checkpoint)  # fmt: skip
     final = evaluate(model, predict, test_x, test_y, 64)

@@ -87,8 +87,9 @@ def main() -> None:
     prof = flow.profiler.profile() if args.profile else None
     if prof is not None:
         prof.start()
+    metrics = flow.profiler.enable_metrics()  # per-step time, communication, memory
     for epoch in range(args.epochs):
-        order = shuffle.permutation(len(train_y))
+        order, mark = shuffle.permutation(len(train_y)), len(metrics.steps)
         total, steps = 0.0, 0
         for start in range(0, len(order) - args.batch_size + 1, args.batch_size):
             idx = order[start : start + args.batch_size]
@@ -102,6 +103,7 @@ def main() -> None:
                 prof.step()
         if rank == 0:
             print(f"epoch {epoch + 1}: loss {total / steps:.4f}", flush=True)
+            print(f"  {flow.profiler.format_summary(metrics.summary(since=mark))}", flush=True)
 
     if prof is not None:
         prof.stop()

@@ -7,14 +7,15 @@ kind, peak memory and compiles, summed from the same spans `flow.profiler` recor
     print(metrics.steps[-1])                        # one dict per step
     print(flow.profiler.format_summary(metrics.summary()))
 
-A step ends with each `nn.Graph` call; in a program that never calls one, with each
-`optimizer.step()` (eager training), or where `metrics.step()` is called. Per step:
+A step ends with each `nn.Graph` call (an evaluation graph's too), each eager
+`optimizer.step()`, and where `metrics.step()` is called. Per step:
 
 * `step_ms`: the graph call, or the time since the previous step ended (eager);
 * `comm_ms`: time blocked in collectives (MPI waits, inside compiled calls or eager), which
   includes waiting for the other ranks to arrive; a merged `flow.profiler` trace tells that
   waiting apart (`wait_us` per collective);
-* `compute_ms`: compiled calls and eager ops, less the collectives inside them;
+* `compute_ms`: compiled calls, interpreted runs and eager ops, less the collectives inside
+  them; `calls`: the compiled calls;
 * `host_ms`: the rest (Python, tracing, compiling, data loading: `data_ms` of it);
 * `bytes`: bytes this rank sent per collective kind (`all_reduce`...), `collectives`: counts;
 * `compiles`, `cache_hits`: IREE compiles run and modules the compile cache had;
@@ -71,7 +72,6 @@ class StepMetrics:
         self.inner: Any = None  # a profile's recorder, which sees every span too
         self._c = _Counters()
         self._t0 = time.perf_counter_ns()
-        self._graph_steps = False  # once an nn.Graph step ran, graph calls end the steps
         self._file: Any = None
         self.wall_offset_ns = time.time_ns() - time.perf_counter_ns()
 
@@ -108,11 +108,13 @@ class StepMetrics:
         if cat == "call":
             c.call += dt
             c.calls += 1
+        elif cat == "interpret":  # a step run by the interpreter while IREE compiles it
+            c.call += dt
         elif cat == "eager":
             c.eager += dt
         elif cat == "collective":
             c.comm += dt
-            op = str((args or {}).get("op", name)).split(".")[-1]
+            op = str((args or {}).get("op", name)).split(" ")[0]  # "all_gather (shard shapes)"
             c.bytes[op] = c.bytes.get(op, 0) + int((args or {}).get("bytes", 0))
             c.count[op] = c.count.get(op, 0) + 1
         elif cat == "data":
@@ -123,9 +125,8 @@ class StepMetrics:
             elif args.get("cache") == "hit":
                 c.hits += 1
         elif cat == "graph":
-            self._graph_steps = True
             self._end_step("graph", t0_ns, t1_ns)
-        elif cat == "optimizer" and not self._graph_steps:
+        elif cat == "optimizer":  # an eager update (a traced one records no span)
             self._end_step("eager", self._t0, t1_ns)
 
     # ------------------------------------------------------------------ steps
