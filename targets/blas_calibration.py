@@ -54,9 +54,17 @@ them worse). A product is thin when one of its dims is at most `2 * THIN`."""
 
 THIN = 16
 
-MIN_FLOPS = 2 * 64**3
-"""Products below this many flops stay in IREE without calibrating: an import call costs
-~10-20 us of Python, as long as IREE takes for such a product even at 30 GFLOP/s."""
+MIN_FLOPS = 2 * 512**3
+"""Under `auto`, matrix products below this many flops (per matrix of a batch) stay in IREE
+without calibrating. An import call is a host synchronisation: the VM waits for every
+dispatch before it, so IREE's workers drain and start again around each call, which the
+calibration's back-to-back chains do not see. In the GPT step of benchmarks/large_model.py
+(hundreds of dispatches, 1024-row products of 33-134 MFLOP) its ~32 calls cost ~0.35 ms
+each beyond the products: 37-47 ms a step with BLAS against 24 ms without (AMD EPYC with
+AVX-512, where IREE's data-tiled products reach ~210 GFLOP/s and numpy's sgemm 175-195 on
+those shapes). A batched product runs as numpy's loop of small products (83-103 GFLOP/s
+on attention's 64x64x32), no faster than IREE's. The MLP step's 400-540 MFLOP products stay
+large enough to gain."""
 
 _FORMAT = 2  # of the stored result and of the rule that derived its thresholds
 _lock = threading.Lock()
@@ -85,12 +93,12 @@ def prefers_blas(policy_name: str, batch: int, m: int, n: int, k: int, element_t
         raise ValueError(f"blas policy {policy_name!r}: expected one of {', '.join(POLICIES)}")
     if policy_name == "none" or element_type not in ELEMENT_TYPES or min(m, n, k) <= 0:
         return False
-    flops = 2 * batch * m * n * k
     if policy_name == "all":
         return True
-    if flops < MIN_FLOPS:
+    if 2 * m * n * k < MIN_FLOPS:
         return False  # decided without calibrating: most programs have only such products
-    return flops >= threshold_flops("thin" if min(m, n, k) <= 2 * THIN else "square")
+    return 2 * batch * m * n * k >= threshold_flops("thin" if min(m, n, k) <= 2 * THIN
+                                                    else "square")  # fmt: skip
 
 
 def threshold_flops(family: str = "square") -> float:

@@ -81,12 +81,18 @@ def test_auto_decides_small_and_unsupported_products_without_calibrating(monkeyp
 
 
 def test_auto_follows_the_calibrated_threshold_of_each_family(monkeypatch):
-    fams = {"square": {"threshold_flops": 1e7}, "thin": {"threshold_flops": float("inf")}}
+    fams = {"square": {"threshold_flops": 1e9}, "thin": {"threshold_flops": float("inf")}}
     monkeypatch.setattr(bc, "calibration", lambda: {"families": fams})
-    assert bc.prefers_blas("auto", 1, 256, 256, 256, "f32")  # 3.4e7 flops >= 1e7
-    assert not bc.prefers_blas("auto", 1, 128, 128, 128, "f32")  # 4.2e6 < 1e7
-    assert bc.prefers_blas("auto", 4, 128, 128, 128, "f64")  # batched: 1.7e7
+    assert bc.prefers_blas("auto", 1, 1024, 1024, 1024, "f32")  # 2.1e9 flops >= 1e9
+    assert not bc.prefers_blas("auto", 1, 640, 640, 640, "f32")  # 5.2e8 < 1e9
+    assert bc.prefers_blas("auto", 4, 640, 640, 640, "f64")  # batched: 2.1e9
     assert not bc.prefers_blas("auto", 1, 4096, 10, 4096, "f32")  # thin: IREE here
+    # below MIN_FLOPS per matrix, whatever the batch: a host synchronisation per call costs
+    # more than BLAS saves on such products (the GPT step's 1024x128x512)
+    fams["square"]["threshold_flops"] = 0.0
+    assert not bc.prefers_blas("auto", 1, 1024, 512, 128, "f32")
+    assert not bc.prefers_blas("auto", 64, 64, 64, 32, "f32")
+    assert bc.prefers_blas("auto", 1, 512, 512, 512, "f32")
 
 
 def test_threshold_is_where_blas_wins_and_stays_even_at_every_larger_size():
