@@ -152,13 +152,18 @@ def _compiled_peak(layers: int, checkpointing: bool) -> tuple[int, list[float]]:
 
 
 def test_checkpointing_halves_the_compiled_programs_block_memory():
-    """The activation memory of checkpointed transformer blocks as IREE allocates it (its
-    allocator's peak, less that of the same model without blocks) is less than half: the
-    recomputation is neither merged with the forward pass nor hoisted into it."""
-    base, _ = _compiled_peak(0, False)
-    plain, want = _compiled_peak(4, False)
-    ckpt, got = _compiled_peak(4, True)
+    """The activation memory that checkpointed transformer blocks keep, as IREE allocates it,
+    is less than half of what plain blocks keep: the recomputation is neither merged with the
+    forward pass nor hoisted into it. A block's memory is the allocator's peak of the model
+    with 8 blocks less that of the same model with 4, so the workspace of recomputing one
+    block during the backward pass, which any number of checkpointed blocks needs once, is
+    not counted as the blocks' (at 4 blocks against none it is: 30.2 MB plain, 16.9 MB
+    checkpointed, of which ~14 MB is that workspace)."""
+    plain4, _ = _compiled_peak(4, False)
+    plain8, want = _compiled_peak(8, False)
+    ckpt4, _ = _compiled_peak(4, True)
+    ckpt8, got = _compiled_peak(8, True)
     np.testing.assert_allclose(got, want, rtol=1e-5)
-    print(f"block memory: {(plain - base) / 2**20:.1f} MB plain, "
-          f"{(ckpt - base) / 2**20:.1f} MB checkpointed")
-    assert 2 * (ckpt - base) <= plain - base
+    plain, ckpt = plain8 - plain4, ckpt8 - ckpt4
+    print(f"memory of 4 blocks: {plain / 2**20:.1f} MB plain, {ckpt / 2**20:.1f} MB checkpointed")
+    assert ckpt > 0 and 2 * ckpt <= plain

@@ -4,6 +4,7 @@ caller's arrays; optional compile flags fall back when IREE rejects a program.""
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from call_programs import SCALE, private_cache_dir  # noqa: F401 -- the fixture
 
 from flow.targets import TARGETS, available, compile_mlir, load, runtime
+from flow.targets.table import CPU_FLAG_SETS
 
 PROGRAM = SCALE + """\
 func.func @keep(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<2xf32>) {
@@ -86,8 +88,11 @@ def test_results_never_alias_resident_arguments(vmfbs: dict[str, bytes]) -> None
 
 def test_optional_flags_fall_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert TARGETS["cpu"].optional_flags
-    vmfb = compile_mlir(BATCH_MATMUL, "cpu", use_cache=False)
+    # the cpu target with the inner-tiled set's optional flag, whatever this host's family
+    inner = CPU_FLAG_SETS["global-dt-inner"]
+    target = replace(TARGETS["cpu"], optional_flags=inner.optional)
+    assert target.optional_flags
+    vmfb = compile_mlir(BATCH_MATMUL, target, use_cache=False)
     a = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     b = np.random.default_rng(1).standard_normal((2, 4, 5)).astype(np.float32)
     (out,) = load(vmfb, "cpu")["bmm"](a, b)
