@@ -20,7 +20,7 @@ import statistics
 import time
 
 from _bench import machine, median_time, settle, train_step
-from train_step import LR, SIZES, _data
+from train_step import SIZES, _data, model_and_opt
 
 
 def _model():
@@ -28,14 +28,7 @@ def _model():
     import flow.nn as nn
 
     x, y, weights = _data()
-    layers = []
-    for i in range(len(SIZES) - 1):
-        lin = nn.Linear(SIZES[i], SIZES[i + 1])
-        lin.weight.copy_(flow.tensor(weights[2 * i]))
-        lin.bias.copy_(flow.tensor(weights[2 * i + 1]))
-        layers += [lin, nn.ReLU()]
-    model = nn.Sequential(*layers[:-1])
-    opt = flow.optim.SGD(model.parameters(), lr=LR)
+    model, opt = model_and_opt(weights)
     graph = train_step(model, opt, nn.CrossEntropyLoss())
     return graph, flow.tensor(x), flow.tensor(y)
 

@@ -47,23 +47,28 @@ def _time(step, steps: int) -> float:
     return statistics.median(times)
 
 
+def model_and_opt(weights):
+    """The MLP in flow with the given weights, and its SGD optimizer."""
+    import flow
+    import flow.nn as nn
+
+    layers = []
+    for i in range(len(SIZES) - 1):
+        lin = nn.Linear(SIZES[i], SIZES[i + 1])
+        lin.weight.copy_(flow.tensor(weights[2 * i]))
+        lin.bias.copy_(flow.tensor(weights[2 * i + 1]))
+        layers += [lin, nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])
+    return model, flow.optim.SGD(model.parameters(), lr=LR)
+
+
 def bench_flow(steps: int, target: str = "cpu") -> dict[str, float]:
     import flow
     import flow.nn as nn
 
     x, y, weights = _data()
 
-    def model_and_opt():
-        layers = []
-        for i in range(len(SIZES) - 1):
-            lin = nn.Linear(SIZES[i], SIZES[i + 1])
-            lin.weight.copy_(flow.tensor(weights[2 * i]))
-            lin.bias.copy_(flow.tensor(weights[2 * i + 1]))
-            layers += [lin, nn.ReLU()]
-        model = nn.Sequential(*layers[:-1])
-        return model, flow.optim.SGD(model.parameters(), lr=LR)
-
-    model, opt = model_and_opt()
+    model, opt = model_and_opt(weights)
     loss_fn = nn.CrossEntropyLoss()
 
     graph = train_step(model, opt, loss_fn, target=target)
@@ -79,7 +84,7 @@ def bench_flow(steps: int, target: str = "cpu") -> dict[str, float]:
     if target != "cpu":
         return out
 
-    eager_model, eager_opt = model_and_opt()
+    eager_model, eager_opt = model_and_opt(weights)
 
     def eager_step():
         eager_opt.zero_grad()
@@ -88,7 +93,7 @@ def bench_flow(steps: int, target: str = "cpu") -> dict[str, float]:
 
     out["flow eager (numpy)"] = _time(eager_step, max(3, steps // 5))
 
-    lazy_model, lazy_opt = model_and_opt()
+    lazy_model, lazy_opt = model_and_opt(weights)
 
     def lazy_step():  # the eager loop, recorded and compiled per step (flow.lazy)
         with flow.lazy():
