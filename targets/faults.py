@@ -48,6 +48,16 @@ SLOT_WORDS = _TABLE + 2 * _TABLE_SIZE
 HOW = {0: "the end of its script", 1: "sys.exit", 2: "interpreter exit"}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _crc(text: str) -> int:
     return zlib.crc32(text.encode()) or 1  # 0 means "none" on the board
 
@@ -98,6 +108,12 @@ class Board:
         w[base + _CODE], w[base + _HOW] = code, how
         w[base + _TIME] = time.monotonic_ns()
         w[base + _STATE] = state
+
+    def foreign(self, rank: int, pid: int) -> bool:
+        """Whether ``rank``'s slot is another live process's (``pid`` is the rank's): the
+        board of an enclosing run, whose variables a nested launch inherited."""
+        held = self.word(rank, _PID)
+        return held not in (0, pid) and _alive(held)
 
     def set_ended(self, rank: int, status: int) -> None:
         """What the supervisor saw: exit code ``status`` (>= 0), or killed by signal -status."""
@@ -262,9 +278,19 @@ def attach(run_dir: str | None, rank: int, size: int) -> Board | None:
         board = Board(os.path.join(run_dir, BOARD_FILE), size)
     except (OSError, ValueError):
         return None  # e.g. ranks on another node: no shared record there
+    if board.foreign(rank, os.getpid()):
+        return None
     board.set(rank, _PID, os.getpid())
     _state.board = board
     return board
+
+
+def foreign_board(run_dir: str, rank: int, size: int) -> bool:
+    """Whether the board in ``run_dir`` is an enclosing run's (see `Board.foreign`)."""
+    try:
+        return Board(os.path.join(run_dir, BOARD_FILE), size).foreign(rank, os.getpid())
+    except (OSError, ValueError):
+        return False
 
 
 def board() -> Board | None:
@@ -555,9 +581,9 @@ def supervise(argv: Sequence[str]) -> int:
     if run_dir and rank.isdigit():
         size = int(os.environ.get("PMI_SIZE", "0") or 0)
         try:
-            Board(os.path.join(run_dir, BOARD_FILE), max(size, int(rank) + 1)).set_ended(
-                int(rank), code
-            )
+            board = Board(os.path.join(run_dir, BOARD_FILE), max(size, int(rank) + 1))
+            if not board.foreign(int(rank), pid):  # the rank's own run, not an enclosing one
+                board.set_ended(int(rank), code)
         except (OSError, ValueError):
             pass
     if code < 0:

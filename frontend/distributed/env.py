@@ -149,9 +149,12 @@ def _attach_board(world: Any) -> str | None:
     """Join the run's record of arrivals and endings (flow.targets.faults): the launcher's
     (``FLOW_RUN_DIR``), or, under a plain ``mpiexec``, one that rank 0 makes for the run
     (returned: rank 0 removes it once every rank has mapped it)."""
-    from flow.targets import faults
+    from flow.targets import faults, mpi
 
     run_dir = os.environ.get(faults.RUN_DIR_ENV)
+    if run_dir and world.allreduce(faults.foreign_board(run_dir, world.rank, world.size),
+                                   op=mpi.mpi().LOR):  # fmt: skip
+        run_dir = None  # an enclosing run's, inherited by a launch inside one of its ranks
     made = None
     if not run_dir:
         if world.rank == 0:

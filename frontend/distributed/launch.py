@@ -116,8 +116,10 @@ def launch_env(nproc: int, env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment the ranks get: ours, without an enclosing launch's MPI variables, with
     ``FLOW_CPU_DRIVER=local-sync`` when ranks would oversubscribe the cores (``nproc``: the
     ranks on one machine), and ``OPENBLAS_NUM_THREADS`` the cores per rank (unless set)."""
+    from flow.targets import faults
+
     out = {k: v for k, v in (os.environ if env is None else env).items()}
-    for var in _INHERITED_MPI_VARS:
+    for var in (*_INHERITED_MPI_VARS, faults.RUN_DIR_ENV):  # the enclosing run's record too
         out.pop(var, None)
     if nproc >= _cpu_count() and not out.get("FLOW_CPU_DRIVER"):
         out["FLOW_CPU_DRIVER"] = "local-sync"

@@ -96,7 +96,8 @@ def test_ranks_at_least_cores_run_local_sync(monkeypatch):
 
 
 def test_enclosing_launch_variables_are_not_passed_on():
-    env = launch_env(2, {"PMI_RANK": "0", "PMI_SIZE": "2", "PMI_FD": "9", "HOME": "/root"})
+    env = launch_env(2, {"PMI_RANK": "0", "PMI_SIZE": "2", "PMI_FD": "9", "HOME": "/root",
+                         "FLOW_RUN_DIR": "/tmp/flow-run-x"})  # fmt: skip
     assert set(env) - {"FLOW_CPU_DRIVER", "OPENBLAS_NUM_THREADS"} == {"HOME"}
 
 
@@ -113,3 +114,15 @@ def test_env_and_targets_agree_on_launcher_variables():
     from flow.targets import collectives
 
     assert flow.distributed.env._LAUNCHER_VARS == collectives._LAUNCHER_VARS
+
+
+@pytest.mark.parametrize("how", ["launch_env", "inherit"])
+def test_a_run_launched_inside_a_rank_keeps_its_own_record(how):
+    # Rank 0 launches a 2-rank run while rank 1 waits; the inner run's endings once went to
+    # the outer run's record, so rank 0 then aborted a healthy run ("rank 1 finished").
+    run = launch(2, HERE / "rank_nested.py", how, timeout=120)
+    assert run.returncode == 0, run.describe()
+    for r in range(2):
+        assert f"inner rank {r} sum [3.0, 3.0, 3.0] own board True" in run.stdout, run.describe()
+        assert f"outer rank {r} sum [20.0, 20.0]" in run.stdout, run.describe()
+    assert "inner run exit 0" in run.stdout, run.describe()
