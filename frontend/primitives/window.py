@@ -341,30 +341,46 @@ def _tiles(window, strides, dilations, padding) -> bool:
 
 def _tiled_extreme_vjp(ct, x, out, window):
     """max / min cotangent over windows that tile `x` (`_tiles`; rows past the last whole
-    window get none), routed as `_routed` routes it, in a fixed handful of ops: the windows
-    as rows of their elements in row-major order, and the first element attaining the
-    result (or NaN) as the hit whose running count of hits along its row is 1."""
+    window get none), routed as `_routed` routes it, in a fixed handful of ops: the windows'
+    elements in row-major order along a leading axis, and the first element attaining the
+    result (or NaN) as the hit whose running count of hits along that axis is 1.
+
+    The element axis leads, and only dims with a window wider than 1 are split, so every
+    op reads whole contiguous blocks of the result's size (eagerly, a trailing axis of a few
+    elements costs several times more per element)."""
     n, outs = x.ndim, tuple(ct.shape)
     used = tuple(o * w for o, w in zip(outs, window))
-    elems, rows = math.prod(window), (*outs, math.prod(window))
-    to_rows = tuple(range(0, 2 * n, 2)) + tuple(range(1, 2 * n, 2))
-    back = tuple(v for d in range(n) for v in (d, n + d))
+    elems = math.prod(window)
+    rows = (elems, *outs)
+    split, wins, keep = [], [], []  # the split shape; where its window and result dims are
+    for o, w in zip(outs, window):
+        if w > 1:
+            wins.append(len(split) + 1)
+            split += [o, w]
+        else:
+            split.append(o)
+        keep.append(len(split) - 1 - (w > 1))
+    to_rows = (*wins, *keep)
+    back = [0] * len(split)
+    for i, p in enumerate(to_rows):
+        back[p] = i
     xs = slice_dims(x, {d: (0, u, 1) for d, u in enumerate(used)})
-    v = bind(reshape, xs, shape=tuple(v for o, w in zip(outs, window) for v in (o, w)))
-    v = bind(reshape, bind(transpose, v, permutation=to_rows), shape=rows)
-    result = bind(broadcast_in_dim, out, dims=tuple(range(n)), shape=rows)
+    v = bind(transpose, bind(reshape, xs, shape=tuple(split)), permutation=to_rows)
+    v = bind(reshape, v, shape=rows)
+    spread_dims = tuple(range(1, n + 1))
+    result = bind(broadcast_in_dim, out, dims=spread_dims, shape=rows)
     hit = bind(or_, bind(compare, v, result, direction="eq"),
                bind(compare, v, v, direction="ne"))  # fmt: skip
     ones = bind(cast, hit, dtype=_dtypes.float32)
-    count = bind(reduce_window, ones, kind="sum", window=(1,) * n + (elems,),
+    count = bind(reduce_window, ones, kind="sum", window=(elems,) + (1,) * n,
                  strides=(1,) * (n + 1), dilations=(1,) * (n + 1),
-                 padding=((0, 0),) * n + ((elems - 1, 0),))  # fmt: skip
+                 padding=((elems - 1, 0),) + ((0, 0),) * n)  # fmt: skip
     one = bind(full, value=1, shape=rows, dtype=_dtypes.float32)
     first = bind(and_, hit, bind(compare, count, one, direction="eq"))
-    spread = bind(broadcast_in_dim, ct, dims=tuple(range(n)), shape=rows)
+    spread = bind(broadcast_in_dim, ct, dims=spread_dims, shape=rows)
     g = bind(select, first, spread, _zeros(rows, ct.dtype))
-    g = bind(transpose, bind(reshape, g, shape=(*outs, *window)), permutation=back)
-    g = bind(reshape, g, shape=used)
+    g = bind(reshape, g, shape=tuple(split[i] for i in to_rows))
+    g = bind(reshape, bind(transpose, g, permutation=tuple(back)), shape=used)
     if used == tuple(x.shape):
         return g
     return bind(pad, g, low=(0,) * n, high=tuple(s - u for s, u in zip(x.shape, used)), value=0,
