@@ -51,7 +51,7 @@ class Tensor:
         "_requires_grad",
         "_node",
         "grad",
-        "_dist",  # global tensors: placement and SBP (flow.distributed); unset when local
+        "_dist",  # global tensors: placement and SBP (flow.distributed); None (or unset): local
         "_device",  # a flow.device other than the cpu (flow.core.device); unset or None: cpu
         "_grad_hooks",  # a leaf's gradient hooks (flow.core.autograd.register_hook); unset: none
         "_post_grad_hooks",  # a leaf's post-accumulate-grad hooks (flow.core.autograd)
@@ -76,12 +76,14 @@ class Tensor:
         self._buf = value
 
     @classmethod
-    def _eager(cls, data: np.ndarray) -> Tensor:
+    def _eager(cls, data: np.ndarray, dtype: _dtypes.dtype | None = None) -> Tensor:
+        """A tensor holding `data` (`dtype`, when given, is the flow dtype of its array)."""
         t = object.__new__(cls)
         t._buf, t._value, t._trace = data, None, None
         t._requires_grad, t._node, t.grad = False, None, None
+        t._dist = t._device = None  # (set, so reading them needs no AttributeError)
         t._shape = Size(data.shape)
-        t._dtype = _dtypes.as_dtype(data.dtype)
+        t._dtype = _dtypes.as_dtype(data.dtype) if dtype is None else dtype
         return t
 
     @classmethod
@@ -89,6 +91,7 @@ class Tensor:
         t = object.__new__(cls)
         t._buf, t._value, t._trace = None, value, trace
         t._requires_grad, t._node, t.grad = False, None, None
+        t._dist = t._device = None
         t._shape = Size(value.type.get_shape())
         t._dtype = dtype
         return t
@@ -222,10 +225,7 @@ class Tensor:
         t._buf, t._value, t._trace = self._buf, self._value, self._trace
         t._requires_grad, t._node, t.grad = False, None, None
         t._shape, t._dtype = self._shape, self._dtype
-        if getattr(self, "_dist", None) is not None:
-            t._dist = self._dist
-        if getattr(self, "_device", None) is not None:
-            t._device = self._device
+        t._dist, t._device = getattr(self, "_dist", None), getattr(self, "_device", None)
         return t
 
     def detach_(self) -> Tensor:

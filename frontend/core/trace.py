@@ -18,17 +18,20 @@ if TYPE_CHECKING:  # xDSL loads with the first trace, not with `import flow`
     from xdsl.dialects.builtin import ModuleOp, TensorType
     from xdsl.ir import Attribute, Operation, SSAValue
 
-_local = threading.local()
+class _Local(threading.local):
+    def __init__(self):  # (run once per thread)
+        self.stack: list[Trace] = []
+
+
+_local = _Local()
 
 
 def _stack() -> list[Trace]:
-    if not hasattr(_local, "stack"):
-        _local.stack = []
     return _local.stack
 
 
 def current_trace() -> Trace | None:
-    stack = _stack()
+    stack = _local.stack  # (not `_stack()`: every primitive asks)
     return stack[-1] if stack else None
 
 

@@ -134,12 +134,16 @@ def global_bind(prim: Any, args: Sequence[Tensor], params: dict) -> Tensor:
 
 # --------------------------------------------------------------------------- creation and constants
 
-_CREATION = threading.local()
+class _Creation(threading.local):
+    placement: placement | None = None  # (per thread; the class attribute is the default)
+
+
+_CREATION = _Creation()
 
 
 def creation_placement() -> placement | None:
     """The placement creation ops currently produce broadcast tensors on (None: local)."""
-    return getattr(_CREATION, "placement", None)
+    return _CREATION.placement
 
 
 @contextlib.contextmanager
@@ -168,10 +172,10 @@ def eager_create(prim: Any, params: dict) -> Tensor:
     if creation_placement() is not None:
         return global_create(prim, params)
     try:
-        expected = prim.eager_dtype((), params).np_dtype
+        dtype = prim.eager_dtype((), params)
     except VerifyException as err:
         raise op_error(prim.name, strip_op_prefix(str(err))) from None
-    out = Tensor._eager(np.asarray(prim.impl(**params)).astype(expected, copy=False))
+    out = Tensor._eager(np.asarray(prim.impl(**params)).astype(dtype.np_dtype, copy=False), dtype)
     _CONSTANTS[id(out)] = out
     return out
 
@@ -196,8 +200,11 @@ def mark_constant(t: Tensor, *, drawn: bool = False) -> Tensor:
 
 def propagate_constant(args: Sequence[Tensor], out: Tensor) -> None:
     """`out`, computed eagerly from `args`, is a constant when all of them are."""
-    if all(_CONSTANTS.get(id(a)) is a for a in args):
-        mark_constant(out, drawn=any(_DRAWN.get(id(a)) is a for a in args))
+    get = _CONSTANTS.get
+    for a in args:  # (a loop: this runs for every eager op, and mostly stops at the first)
+        if get(id(a)) is not a:
+            return
+    mark_constant(out, drawn=any(_DRAWN.get(id(a)) is a for a in args))
 
 
 def _broadcast_constant(t: Tensor, pl: placement) -> Tensor:

@@ -50,17 +50,25 @@ def _profiled(prim, args: tuple, params: dict, trace) -> Tensor:
 
 
 def _run(prim, args: tuple, params: dict, trace) -> Tensor:
-    check_same_trace(prim, args, trace)
+    # (one loop over the operands: this runs for every eager op)
+    arrays = []
+    for a in args:
+        if a._trace is not None:
+            check_same_trace(prim, args, trace)
+        arrays.append(a._data)
     try:
         dtype = prim.eager_dtype(args, params)
     except VerifyException as err:
         raise op_error(prim.name, strip_op_prefix(str(err))) from None
-    with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, like torch
-        out = np.asarray(prim.impl(*[a._data for a in args], **params))
+    if prim.quiet and (not arrays or arrays[0].dtype.kind != "V"):  # (bfloat16 compares warn)
+        out = np.asarray(prim.impl(*arrays, **params))
+    else:
+        with np.errstate(all="ignore"):  # IEEE results (inf, nan) without warnings, like torch
+            out = np.asarray(prim.impl(*arrays, **params))
     expected = dtype.np_dtype
     if out.dtype != expected:
         out = out.astype(expected)
-    result = Tensor._eager(out)
+    result = Tensor._eager(out, dtype)
     propagate_constant(args, result)  # the same on every rank if its inputs are
     _device.propagate(args, result)  # on the device of its inputs
     return record(prim.name, prim.vjp, args, params, result)

@@ -86,16 +86,21 @@ _MIN_OPS = 16
 _CREATION = ("full", "iota")
 _NO = object()  # "no float value" marker of non-`full` nodes
 
-_local = threading.local()
+class _Local(threading.local):
+    on = _ENV_ON  # (per thread; the class attributes are the defaults)
+    min_ops = _MIN_OPS
+
+
+_local = _Local()
 
 
 def enabled() -> bool:
     """Whether primitives are recorded instead of run on this thread."""
-    return getattr(_local, "on", _ENV_ON)
+    return _local.on
 
 
 def _min_ops() -> int:
-    return getattr(_local, "min_ops", _MIN_OPS)
+    return _local.min_ops
 
 
 class lazy(contextlib.ContextDecorator):  # noqa: N801  (used like flow.no_grad)
@@ -249,6 +254,7 @@ def _new_tensor(node: LazyValue):
     t = object.__new__(Tensor)
     t._buf, t._value, t._trace = node, None, None
     t._requires_grad, t._node, t.grad = False, None, None
+    t._dist = t._device = None
     t._shape, t._dtype = Size(node.shape), node.dtype
     track(t)
     return t

@@ -71,9 +71,7 @@ class Parameter(Tensor):
         p._data = arr if arr.flags.writeable else np.array(arr)
         p._value, p._trace, p._node, p.grad = None, None, None, None
         p._shape, p._dtype = data.shape, data.dtype
-        for slot in ("_dist", "_device"):
-            if getattr(data, slot, None) is not None:
-                setattr(p, slot, getattr(data, slot))
+        p._dist, p._device = getattr(data, "_dist", None), getattr(data, "_device", None)
         p._requires_grad = False
         p.requires_grad = requires_grad
         return p

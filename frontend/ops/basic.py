@@ -92,6 +92,11 @@ def expand(x: Tensor, *sizes) -> Tensor:
 
 def promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
     """Common dtype and shape of tensors and Python scalars (PyTorch rules)."""
+    if len(xs) == 2:  # the common case, on every binary op: two tensors that already agree
+        a, b = xs
+        if (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype
+                and a._shape == b._shape and (a._dtype.kind == 2 or not float_result)):  # fmt: skip
+            return [a, b]
     tensors = [x for x in xs if isinstance(x, Tensor)]
     others = [x for x in xs if not isinstance(x, Tensor)]
     if not tensors:

@@ -51,14 +51,14 @@ def _d(fn):
     return lambda ct, x, out: (_mul(ct, fn(x, out)),)
 
 
-def _unary(name, op, fn, vjp=None):
-    prim = primitive(name, op)(lambda x: fn(x))
+def _unary(name, op, fn, vjp=None, quiet=False):
+    prim = primitive(name, op, quiet=quiet)(lambda x: fn(x))
     prim.vjp = vjp
     return prim
 
 
-def _binary(name, op, fn, vjp=None):
-    prim = primitive(name, op)(lambda a, b: fn(a, b))
+def _binary(name, op, fn, vjp=None, quiet=False):
+    prim = primitive(name, op, quiet=quiet)(lambda a, b: fn(a, b))
     prim.vjp = vjp
     return prim
 
@@ -100,7 +100,7 @@ _LN2, _LN10, _TWO_OVER_SQRT_PI = 0.6931471805599453, 2.302585092994046, 1.128379
 
 # --------------------------------------------------------------------------- unary
 
-neg = _unary("neg", "NegOp", np.negative, lambda ct, x, out: (_neg(ct),))
+neg = _unary("neg", "NegOp", np.negative, lambda ct, x, out: (_neg(ct),), quiet=True)
 abs_ = _unary("abs", "AbsOp", np.abs, _d(_sign))
 exp = _unary("exp", "ExpOp", np.exp, _d(lambda x, out: out))
 log = _unary("log", "LogOp", np.log, lambda ct, x, out: (_div(ct, x),))
@@ -174,15 +174,15 @@ mul = _binary("mul", "MulOp", np.multiply, lambda ct, a, b, out: (
 div = _binary("div", "DivOp", _trunc_div, lambda ct, a, b, out: (
     _div(ct, b) if _needs(a) else None,
     _neg(_div(_mul(ct, out), b)) if _needs(b) else None))  # fmt: skip
-maximum = _binary("maximum", "MaximumOp", np.maximum, _extreme_vjp("gt"))
-minimum = _binary("minimum", "MinimumOp", np.minimum, _extreme_vjp("lt"))
+maximum = _binary("maximum", "MaximumOp", np.maximum, _extreme_vjp("gt"), quiet=True)
+minimum = _binary("minimum", "MinimumOp", np.minimum, _extreme_vjp("lt"), quiet=True)
 pow_ = _binary("pow", "PowOp", np.power, _pow_vjp)
 rem = _binary("rem", "RemOp", np.fmod, lambda ct, a, b, out: (
     ct, _neg(_mul(ct, bind(trunc, _div(a, b)))) if _needs(b) else None))  # fmt: skip
 atan2 = _binary("atan2", "Atan2Op", np.arctan2, _atan2_vjp)
-and_ = _binary("and", "AndOp", np.bitwise_and)  # bitwise: no VJP
-or_ = _binary("or", "OrOp", np.bitwise_or)
-xor = _binary("xor", "XorOp", np.bitwise_xor)
+and_ = _binary("and", "AndOp", np.bitwise_and, quiet=True)  # bitwise: no VJP
+or_ = _binary("or", "OrOp", np.bitwise_or, quiet=True)
+xor = _binary("xor", "XorOp", np.bitwise_xor, quiet=True)
 
 # --------------------------------------------------------------------------- compare, select, cast
 
@@ -190,7 +190,7 @@ _COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equ
             "gt": np.greater, "ge": np.greater_equal}  # fmt: skip
 
 
-@primitive("compare", "CompareOp")
+@primitive("compare", "CompareOp", quiet=True)
 def compare(a, b, *, direction):
     return _COMPARE[direction](a, b)
 
@@ -198,7 +198,7 @@ def compare(a, b, *, direction):
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
-@primitive("select", "SelectOp")
+@primitive("select", "SelectOp", quiet=True)
 def select(pred, a, b):
     """`np.where`, which branches per element and so runs several times slower on an
     irregular mask (a ReLU's) than on a uniform one; larger selects pick the bits instead:

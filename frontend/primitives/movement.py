@@ -81,7 +81,7 @@ def _pad_dim(g: Tensor, d: int, low: int, high: int) -> Tensor:
 # --------------------------------------------------------------------------- slice
 
 
-@primitive("slice", "SliceOp")
+@primitive("slice", "SliceOp", quiet=True)
 def slice_(x, *, start, strides, sizes):
     index = []
     for s, st, k in zip(start, strides, sizes):
@@ -155,7 +155,7 @@ pad.vjp = _pad_vjp
 # --------------------------------------------------------------------------- concat
 
 
-@primitive("concat", "ConcatOp")
+@primitive("concat", "ConcatOp", quiet=True)
 def concat(*xs, dim):
     return np.concatenate(xs, axis=dim)
 

@@ -40,6 +40,10 @@ class Primitive:
     impl: Callable[..., np.ndarray]
     to_ir: Callable[[dict], dict] = field(default=lambda params: params)
     vjp: Callable | None = None
+    # The kernel only moves, selects or compares values, so it never raises a floating-point
+    # warning on numpy's own dtypes and eager mode runs it without `np.errstate` (a
+    # microsecond per op; ml_dtypes' bfloat16 comparisons do warn on NaN, so those keep it).
+    quiet: bool = False
     # (operand dtypes and shapes, params) -> result dtype, for `eager_dtype`
     _result_dtypes: dict = field(default_factory=dict, repr=False)
 
@@ -82,11 +86,13 @@ _MAX_CACHED = 4096  # result dtypes kept per primitive (a bound for programs of 
 PRIMITIVES: dict[str, Primitive] = {}
 
 
-def primitive(name: str, op: str, to_ir: Callable[[dict], dict] | None = None):
-    """Register the decorated numpy kernel as primitive `name` emitting `flow.dialect.<op>`."""
+def primitive(name: str, op: str, to_ir: Callable[[dict], dict] | None = None, *,
+              quiet: bool = False):  # fmt: skip
+    """Register the decorated numpy kernel as primitive `name` emitting `flow.dialect.<op>`
+    (`quiet`: see `Primitive.quiet`)."""
 
     def register(impl: Callable[..., np.ndarray]) -> Primitive:
-        prim = Primitive(name, op, impl, to_ir or (lambda params: params))
+        prim = Primitive(name, op, impl, to_ir or (lambda params: params), quiet=quiet)
         PRIMITIVES[name] = prim
         return prim
 

@@ -121,7 +121,7 @@ def _reduce_vjp(ct, x, out, *, kind, dims):
 reduce.vjp = _reduce_vjp
 
 
-@primitive("reshape", "ReshapeOp")
+@primitive("reshape", "ReshapeOp", quiet=True)
 def reshape(x, *, shape):
     return x.reshape(shape)
 
@@ -129,7 +129,7 @@ def reshape(x, *, shape):
 reshape.vjp = lambda ct, x, out, shape: (bind(reshape, ct, shape=tuple(x.shape)),)
 
 
-@primitive("transpose", "TransposeOp")
+@primitive("transpose", "TransposeOp", quiet=True)
 def transpose(x, *, permutation):
     return np.transpose(x, permutation)
 
@@ -144,7 +144,7 @@ def _transpose_vjp(ct, x, out, *, permutation):
 transpose.vjp = _transpose_vjp
 
 
-@primitive("broadcast_in_dim", "BroadcastInDimOp")
+@primitive("broadcast_in_dim", "BroadcastInDimOp", quiet=True)
 def broadcast_in_dim(x, *, dims, shape):
     expanded = [1] * len(shape)
     for i, d in enumerate(dims):
@@ -190,7 +190,7 @@ def scalar_attr(value, dtype: _dtypes.dtype):
     return IntegerAttr(int(bool(value)) if dtype is _dtypes.bool_ else int(value), dtype.ir_type)
 
 
-@primitive("optimization_barrier", "OptimizationBarrierOp")
+@primitive("optimization_barrier", "OptimizationBarrierOp", quiet=True)
 def optimization_barrier(value, dep):
     """`value` itself; compiled, a barrier tying it to `dep` (see the dialect op)."""
     return value
