@@ -17,6 +17,7 @@ from flow import primitives as P
 from flow.core import dtypes as _dtypes
 from flow.core.args import dims_arg, normalize_dim, sizes_arg, to_args
 from flow.core.errors import op_error
+from flow.core.function import Function
 from flow.core.tensor import Tensor
 from flow.ops.construct import (  # noqa: F401  (re-exported: most callers import them from here)
     as_tensor,
@@ -194,8 +195,24 @@ rsqrt = _unary_op(P.rsqrt, float_only=True)
 tanh = _unary_op(P.tanh, float_only=True)
 
 
+class _Relu(Function):
+    """`max(x, 0)` with PyTorch's gradient: it passes where `x <= 0` fails (positive or NaN),
+    so 0 gets none, where `maximum`'s rule would split it between the two sides; and in
+    a third of the ops."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return maximum(x, 0)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return (where(le(x, 0), 0, grad),)
+
+
 def relu(input: Tensor) -> Tensor:
-    return maximum(input, 0)
+    return _Relu.apply(as_tensor(input))
 
 
 def _compare_op(direction: str):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from gradcheck import gradcheck
+from gradcheck import gradcheck, jit_grads_match_eager
 
 import flow
 import flow.nn.functional as F
@@ -23,7 +23,7 @@ ACTIVATIONS = {
     "gelu": F.gelu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "silu": F.silu,
     "elu": F.elu, "selu": F.selu, "leaky_relu": lambda x: F.leaky_relu(x, 0.2),
     "softplus": F.softplus, "mish": F.mish, "logsigmoid": F.logsigmoid, "hardswish": F.hardswish,
-    "sigmoid": F.sigmoid, "tanh": F.tanh,
+    "sigmoid": F.sigmoid, "tanh": F.tanh, "relu": F.relu,
 }  # fmt: skip
 
 
@@ -32,6 +32,27 @@ def test_activations(rng, name):
     x = _x(rng, 3, 4)
     x[np.abs(x) < 0.05] += 0.2  # away from kinks
     gradcheck(ACTIVATIONS[name], x, name=name)
+
+
+# relu's gradient at its kink and at NaN: none at 0 (nor -0), all of it at NaN, as
+# PyTorch's `threshold_backward` passes it (its values, checked against PyTorch when present).
+RELU_X = np.array([-1.5, -0.0, 0.0, 2.0, np.nan, np.inf, -np.inf], np.float32)
+RELU_GRAD = np.array([0, 0, 0, 1, 1, 1, 0], np.float32)
+
+
+def test_relu_gradient_at_zero_and_nan():
+    x = flow.tensor(RELU_X, requires_grad=True)
+    F.relu(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), RELU_GRAD)
+    np.testing.assert_array_equal(F.relu(flow.tensor(RELU_X)).numpy(), np.maximum(RELU_X, 0))
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(RELU_X, requires_grad=True)
+    torch.relu(tx).sum().backward()
+    np.testing.assert_array_equal(tx.grad.numpy(), RELU_GRAD)
+
+
+def test_relu_gradient_compiled_is_eager():
+    jit_grads_match_eager(lambda t: (F.relu(t) * t).sum(), RELU_X[:4])
 
 
 def test_normalizations(rng):
