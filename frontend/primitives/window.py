@@ -139,6 +139,8 @@ def conv(x, w, *, strides, dilations, padding, groups):
     # 16-bit floats accumulate in float32, as PyTorch does on the CPU.
     acc_dt = np.float32 if x.dtype.kind in "fV" and x.dtype.itemsize < 4 else x.dtype
     x, w = x.astype(acc_dt, copy=False), w.astype(acc_dt, copy=False)
+    if all(s == 1 for s in strides) and taps <= positions and min(out, default=1) > 0:
+        return _shifted_conv(x, w, out, dilations, groups).astype(dtype, copy=False)
     win = _windows(x, groups, out, kernel, strides, dilations)  # [N, G, Cg, *out, *k]
     spatial = tuple(range(3, 3 + n))
     cols = win.transpose(1, 0, *spatial, 2, *(s + n for s in spatial))
@@ -150,6 +152,35 @@ def conv(x, w, *, strides, dilations, padding, groups):
         r = np.matmul(cols, wm.transpose(0, 2, 1))  # [G, N * positions, og]
     r = r.reshape(groups, batch, *out, og).transpose(1, 0, 2 + n, *range(2, 2 + n))
     return np.ascontiguousarray(r).reshape(batch, c_out, *out).astype(dtype, copy=False)
+
+
+def _shifted_conv(x, w, out, dilations, groups) -> np.ndarray:
+    """A stride-1 `conv` of the padded `x` as one matrix product per group over shifted rows.
+
+    With each channel's images laid end to end (`N * prod(spatial)` values), the element a
+    kernel tap reads for result position q sits a fixed offset after q, the same offset for
+    every position and image. So each tap's rows are one slice of that flat layout: long
+    contiguous copies instead of the kernel-wide gathers of `_windows`. Positions past a
+    row's last whole window are computed too and cut from the result (at most a kernel's
+    width per row), and none of the kept ones reads past its own image."""
+    n, (batch, c_in), c_out, kernel = x.ndim - 2, x.shape[:2], w.shape[0], w.shape[2:]
+    spatial, cg, og, taps = x.shape[2:], c_in // groups, c_out // groups, math.prod(kernel)
+    size = math.prod(spatial)
+    row = [math.prod(spatial[i + 1:]) for i in range(n)]  # each spatial dim's flat stride
+    offsets = [sum(k * d * r for k, d, r in zip(tap, dilations, row))
+               for tap in np.ndindex(*kernel)]  # fmt: skip
+    flat = np.ascontiguousarray(x.reshape(batch, c_in, size).transpose(1, 0, 2))
+    flat = flat.reshape(c_in, batch * size)
+    reach = batch * size - offsets[-1]  # the columns every tap can read
+    cols = np.empty((c_in, taps, batch * size), x.dtype)
+    for t, off in enumerate(offsets):
+        cols[:, t, :reach] = flat[:, off:off + reach]
+    cols[:, :, reach:] = 0  # only positions that are cut read these
+    cols = cols.reshape(groups, cg * taps, batch * size)
+    wm = w.reshape(groups, og, cg * taps)
+    r = host_matmul(wm[0], cols[0]) if groups == 1 else np.matmul(wm, cols)  # [G,] og, N * size
+    r = r.reshape(c_out, batch, *spatial)[(slice(None), slice(None), *(slice(o) for o in out))]
+    return np.ascontiguousarray(r.transpose(1, 0, *range(2, 2 + n)))
 
 
 def _windows(x, groups, out, kernel, strides, dilations) -> np.ndarray:

@@ -205,6 +205,30 @@ def test_conv(rng, name, xs, ws, bias, kw):
               rtol=1e-4, atol=1e-5)  # fmt: skip
 
 
+STRIDE1 = [
+    # Stride-1 shapes whose windows run up to the end of each image (so a neighbouring
+    # image's first row is one step past the last tap), with dilation, groups and a
+    # kernel as large as the input; eager only, against the float64 reference.
+    ((3, 2, 7), (4, 2, 3), dict(dilation=3)),
+    ((2, 6, 5, 4), (4, 3, 2, 3), dict(padding=(2, 1), dilation=(2, 1), groups=2)),
+    ((2, 2, 4, 4), (3, 2, 4, 4), dict()),
+    ((2, 4, 3, 4, 5), (4, 1, 2, 2, 3), dict(padding=1, groups=4)),
+    ((1, 3, 2, 9), (2, 3, 3, 1), dict(padding=(1, 0))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("xs,ws,kw", STRIDE1, ids=[str(i) for i in range(len(STRIDE1))])
+def test_conv_stride1_eager(rng, xs, ws, kw, dtype):
+    op = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(ws)]
+    x, w = data(rng, xs, dtype), data(rng, ws, dtype)
+    got = op(flow.tensor(x), flow.tensor(w), **kw).numpy()
+    want = ref_conv(x.astype(np.float64), w.astype(np.float64), **kw)
+    assert got.dtype == dtype
+    tol = 2e-3 if dtype == np.float16 else 1e-5
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
+
+
 def test_conv_transposed_input_float64_and_top_level_names(rng):
     """A permuted (non-contiguous) input inside the function, float64, and `flow.conv2d`."""
     x, w = data(rng, (2, 3, 5, 7), np.float64), data(rng, (4, 3, 2, 3), np.float64)
