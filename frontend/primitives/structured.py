@@ -22,18 +22,26 @@ _ONE_THREAD_MNK, _SPLIT_MNK = 1 << 18, 1 << 22
 
 
 def host_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`np.matmul(a, b)`; a mid-sized float GEMM as row blocks (see `_ONE_THREAD_MNK`).
+    """`np.matmul(a, b)`; a mid-sized float GEMM as single-threaded blocks (see
+    `_ONE_THREAD_MNK`) of rows of `a`, or of columns of `b` when the product is wider than
+    tall (row blocks of a few rows would be matrix-vector products, several times slower).
     The result agrees to rounding: how BLAS blocks a product depends on its thread count
     anyway."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return np.matmul(a, b)
     (m, k), n = a.shape, b.shape[1]
-    if not _ONE_THREAD_MNK < m * n * k <= _SPLIT_MNK or n * k > _ONE_THREAD_MNK:
+    if not _ONE_THREAD_MNK < m * n * k <= _SPLIT_MNK:
         return np.matmul(a, b)
-    rows = _ONE_THREAD_MNK // (n * k)
+    step = _ONE_THREAD_MNK // ((n if m >= n else m) * k)  # rows, or columns, per block
+    if step == 0:
+        return np.matmul(a, b)
     out = np.empty((m, n), a.dtype)
-    for i in range(0, m, rows):
-        np.matmul(a[i:i + rows], b, out=out[i:i + rows])
+    if m >= n:
+        for i in range(0, m, step):
+            np.matmul(a[i:i + step], b, out=out[i:i + step])
+    else:
+        for j in range(0, n, step):
+            np.matmul(a, b[:, j:j + step], out=out[:, j:j + step])
     return out
 
 

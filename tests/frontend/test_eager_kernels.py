@@ -110,11 +110,12 @@ def test_select_on_large_tensors_through_the_api(rng):
 
 
 @pytest.mark.parametrize("m,k,n", [(512, 72, 16), (2048, 72, 16), (16, 72, 512), (257, 33, 65),
-                                   (3, 4, 5), (1000, 300, 10), (4096, 1, 1)])  # fmt: skip
+                                   (3, 4, 5), (1000, 300, 10), (4096, 1, 1), (8, 144, 1152),
+                                   (10, 300, 1000), (2, 600, 2000)])  # fmt: skip
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.int64])
 def test_host_matmul_row_blocks_agree_with_matmul(rng, m, k, n, dt):
-    """Mid-sized GEMMs run as row blocks (single-threaded BLAS calls): same shape, dtype and
-    values to rounding as one np.matmul, for a transposed right operand too."""
+    """Mid-sized GEMMs run as row or column blocks (single-threaded BLAS calls): same shape,
+    dtype and values to rounding as one np.matmul, for a transposed right operand too."""
     a = (rng.standard_normal((m, k)) * 4).astype(dt)
     b = (rng.standard_normal((n, k)) * 4).astype(dt).T
     got, want = P.structured.host_matmul(a, b), a.astype(np.float64) @ b.astype(np.float64)
