@@ -93,11 +93,16 @@ def expand(x: Tensor, *sizes) -> Tensor:
 
 def promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
     """Common dtype and shape of tensors and Python scalars (PyTorch rules)."""
-    if len(xs) == 2:  # the common case, on every binary op: two tensors that already agree
+    if len(xs) == 2:  # the common cases, on every binary op
         a, b = xs
-        if (isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype
-                and a._shape == b._shape and (a._dtype.kind == 2 or not float_result)):  # fmt: skip
-            return [a, b]
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            if a._dtype is b._dtype and a._shape == b._shape \
+                    and (a._dtype.kind == 2 or not float_result):  # fmt: skip
+                return [a, b]  # two tensors that already agree
+        elif isinstance(a, Tensor) and _local_scalar(b, a, float_result):
+            return [a, _scalar_like(b, a)]
+        elif isinstance(b, Tensor) and _local_scalar(a, b, float_result):
+            return [_scalar_like(a, b), b]
     tensors = [x for x in xs if isinstance(x, Tensor)]
     others = [x for x in xs if not isinstance(x, Tensor)]
     if not tensors:
@@ -125,6 +130,22 @@ def promote(op: str, *xs, float_result: bool = False) -> list[Tensor]:
         else:
             out.append(full(shape, x, dt))
     return out
+
+
+_SCALARS = {int: 1, float: 2}  # Python number types by kind (`_dtypes.scalar_kind`)
+
+
+def _local_scalar(v, t: Tensor, float_result: bool) -> bool:
+    """Whether the number `v` takes the local tensor `t`'s dtype: of its kind or a lower one."""
+    kind = _SCALARS.get(v.__class__, 3)
+    return kind <= t._dtype.kind and (t._dtype.kind == 2 or not float_result) \
+        and getattr(t, "_dist", None) is None  # fmt: skip
+
+
+def _scalar_like(v, t: Tensor) -> Tensor:
+    """The number `v` of `t`'s shape and dtype, as `promote` makes it below (`full` without
+    the keyword handling: this is on every op with a number)."""
+    return bind(P.full, value=v, shape=t._shape, dtype=t._dtype)
 
 
 def _global_B():
