@@ -205,6 +205,13 @@ def record(name: str, vjp: Callable | None, inputs: Sequence, params: dict, out)
     return out
 
 
+def recording(inputs: Sequence) -> bool:
+    """Whether an op on `inputs` would be recorded for autograd now (see `record`)."""
+    if not _state.enabled:
+        return bool(_state.probes) and any(getattr(t, "_requires_grad", False) for t in inputs)
+    return any(getattr(t, "_requires_grad", False) for t in inputs)
+
+
 def _topo(roots: Sequence, stop=()) -> list:
     """Nodes (and node groups, once each) reachable from `roots` without passing through a
     tensor in `stop` (ids), each after every node that consumes its output."""

@@ -4,7 +4,8 @@
 mode may hand it on by returning None): lazy recording (`flow.lazy()`, outside traces;
 it passes on what it does not record), eager creation of constants (arg-less `full` /
 `iota`, global ones inside a global VJP rule), eager ops on global tensors, tracing
-(`flow.jit`), and eager mode, which takes everything else.
+(`flow.jit`), and eager mode, which takes everything else, and the only one that
+runs a composite's kernel (the others get the primitives it is made of).
 """
 
 from __future__ import annotations
@@ -16,4 +17,4 @@ register_mode("lazy", lazy.applies, lazy.process)
 register_mode("global_creation", global_eager.creation_applies, global_eager.create)
 register_mode("global_eager", global_eager.applies, global_eager.process)
 register_mode("tracing", tracing.applies, tracing.process)
-register_mode("eager", eager.applies, eager.process)
+register_mode("eager", eager.applies, eager.process, composites=True)

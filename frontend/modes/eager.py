@@ -14,7 +14,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from flow.core import device as _device
 from flow.core import profiling
-from flow.core.autograd import record
+from flow.core.autograd import record, recording
 from flow.core.errors import op_error, strip_op_prefix
 from flow.core.tensor import Tensor
 from flow.distributed.eager_ops import propagate_constant
@@ -50,6 +50,8 @@ def _profiled(prim, args: tuple, params: dict, trace) -> Tensor:
 
 
 def _run(prim, args: tuple, params: dict, trace) -> Tensor:
+    if prim.decompose is not None:
+        return _run_composite(prim, args, params)
     # (one loop over the operands: this runs for every eager op)
     arrays = []
     for a in args:
@@ -72,3 +74,16 @@ def _run(prim, args: tuple, params: dict, trace) -> Tensor:
     propagate_constant(args, result)  # the same on every rank if its inputs are
     _device.propagate(args, result)  # on the device of its inputs
     return record(prim.name, prim.vjp, args, params, result)
+
+
+def _run_composite(prim, args: tuple, params: dict) -> Tensor:
+    """A composite as its one kernel, of the dtype that kernel gives; through its primitives
+    when gradients are recorded (the autograd graph is theirs) or a tensor is traced."""
+    if recording(args) or any(a._trace is not None for a in args):
+        return prim.decompose(*args, **params)
+    with np.errstate(all="ignore"):
+        out = np.asarray(prim.impl(*[a._data for a in args], **params))
+    result = Tensor._eager(out)
+    propagate_constant(args, result)
+    _device.propagate(args, result)
+    return result

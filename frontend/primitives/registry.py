@@ -24,8 +24,8 @@ from flow.core.trace import Trace, current_trace
 if TYPE_CHECKING:
     from flow import dialect as fd
 
-__all__ = ["PRIMITIVES", "Primitive", "bind", "mode_names", "primitive", "register_mode",
-           "remove_mode", "set_args_hook"]
+__all__ = ["COMPOSITES", "PRIMITIVES", "Primitive", "bind", "composite", "mode_names",
+           "primitive", "register_mode", "remove_mode", "set_args_hook"]
 
 
 @dataclass(eq=False)
@@ -44,6 +44,9 @@ class Primitive:
     # warning on numpy's own dtypes and eager mode runs it without `np.errstate` (a
     # microsecond per op; ml_dtypes' bfloat16 comparisons do warn on NaN, so those keep it).
     quiet: bool = False
+    # A composite (`composite`): the same function written in other primitives, which the
+    # modes that emit or distribute ops run instead of `impl`; None for a primitive proper.
+    decompose: Callable | None = None
     # (operand dtypes and shapes, params) -> result dtype, for `eager_dtype`
     _result_dtypes: dict = field(default_factory=dict, repr=False)
 
@@ -86,6 +89,25 @@ _MAX_CACHED = 4096  # result dtypes kept per primitive (a bound for programs of 
 PRIMITIVES: dict[str, Primitive] = {}
 
 
+COMPOSITES: dict[str, Primitive] = {}
+
+
+def composite(name: str, decompose: Callable, *, quiet: bool = False):
+    """Register the decorated numpy kernel as composite `name`: a function of other primitives
+    (`decompose(*tensors, **params)`) that eager mode runs as one kernel, as PyTorch's CPU
+    kernels fuse a pooling backward, while traced and lazy programs, global tensors, and
+    eager code that records gradients through it, see the primitives it is made of. The
+    kernel must give what `decompose` gives, bit for bit where `decompose` only selects,
+    and a result of the dtype `decompose` gives (eager mode takes the kernel's)."""
+
+    def register(impl: Callable[..., np.ndarray]) -> Primitive:
+        prim = Primitive(name, "", impl, quiet=quiet, decompose=decompose)
+        COMPOSITES[name] = prim
+        return prim
+
+    return register
+
+
 def primitive(name: str, op: str, to_ir: Callable[[dict], dict] | None = None, *,
               quiet: bool = False):  # fmt: skip
     """Register the decorated numpy kernel as primitive `name` emitting `flow.dialect.<op>`
@@ -101,20 +123,23 @@ def primitive(name: str, op: str, to_ir: Callable[[dict], dict] | None = None, *
 
 # A mode: `applies(prim, args, trace)` says whether it takes the primitive (`trace` is the
 # current `Trace` or None); `process(prim, args, params, trace)` runs it and returns the
-# result, or None to hand the primitive on to the next mode.
+# result, or None to hand the primitive on to the next mode. A composite reaches `process`
+# only in modes registered with `composites=True`; the others get its primitives.
 Applies = Callable[[Primitive, tuple, Trace | None], bool]
 Process = Callable[[Primitive, tuple, dict, Trace | None], object]
 
 _MODE_NAMES: list[str] = []
-_MODES: list[tuple[Applies, Process]] = []  # in priority order
+_MODES: list[tuple[Applies, Process, bool]] = []  # in priority order; whether it runs composites
 
 
 def register_mode(name: str, applies: Applies, process: Process, *,
-                  before: str | None = None) -> None:  # fmt: skip
+                  before: str | None = None, composites: bool = False) -> None:  # fmt: skip
     """Add execution mode `name` after the modes registered so far, or just before mode
-    `before`; registering a name again replaces that mode in place."""
+    `before`; registering a name again replaces that mode in place. `composites`: whether
+    `process` takes composites whole (see `Applies`)."""
+    mode = (applies, process, composites)
     if name in _MODE_NAMES:
-        _MODES[_MODE_NAMES.index(name)] = (applies, process)
+        _MODES[_MODE_NAMES.index(name)] = mode
         return
     at = len(_MODES)
     if before is not None:
@@ -123,7 +148,7 @@ def register_mode(name: str, applies: Applies, process: Process, *,
                              f"registered: {', '.join(_MODE_NAMES) or 'none'}")  # fmt: skip
         at = _MODE_NAMES.index(before)
     _MODE_NAMES.insert(at, name)
-    _MODES.insert(at, (applies, process))
+    _MODES.insert(at, mode)
 
 
 def remove_mode(name: str) -> None:
@@ -155,8 +180,10 @@ def bind(prim: Primitive, *args, **params):
     if _ARGS_HOOK[0] is not None:
         args = _ARGS_HOOK[0](prim, args)
     trace = current_trace()
-    for applies, process in _MODES:
+    for applies, process, composites in _MODES:
         if applies(prim, args, trace):
+            if prim.decompose is not None and not composites:
+                return prim.decompose(*args, **params)
             out = process(prim, args, params, trace)
             if out is not None:
                 return out

@@ -21,7 +21,7 @@ from flow.core.tensor import Tensor
 from flow.dialect.semantics import window_output_size
 from flow.primitives.elementwise import add, and_, cast, compare, mul, or_, select
 from flow.primitives.movement import pad, pad_constant, slice_dims
-from flow.primitives.registry import bind, primitive
+from flow.primitives.registry import bind, composite, primitive
 from flow.primitives.structured import (broadcast_in_dim, constant, full, host_matmul, reshape,
                                         transpose)
 
@@ -328,7 +328,7 @@ def _reduce_window_vjp(ct, x, *, out, kind, window, strides, dilations, padding)
         return (bind(reduce_window, g, kind="sum", window=tuple(window), strides=(1,) * x.ndim,
                      dilations=tuple(dilations), padding=pads),)  # fmt: skip
     if kind in ("max", "min") and _tiles(window, strides, dilations, padding):
-        return (_tiled_extreme_vjp(ct, x, out, tuple(window)),)
+        return (bind(tiled_extreme_grad, ct, x, out, window=tuple(window)),)
     args = (strides, dilations, padding)
     inside = {k: _inside(k, ct.shape, sizes, args) for k in np.ndindex(*window)}
     offsets = [k for k, masks in inside.items() if masks is not None]
@@ -370,7 +370,7 @@ def _tiles(window, strides, dilations, padding) -> bool:
     )
 
 
-def _tiled_extreme_vjp(ct, x, out, window):
+def _tiled_extreme_vjp(ct, x, out, *, window):
     """max / min cotangent over windows that tile `x` (`_tiles`; rows past the last whole
     window get none), routed as `_routed` routes it, in a fixed handful of ops: the windows'
     elements in row-major order along a leading axis, and the first element attaining the
@@ -456,3 +456,21 @@ def _others(ct, taps, offsets):
 reduce_window.vjp = _reduce_window_vjp
 
 __all__ = ["conv", "reduce_window"]
+
+
+@composite("tiled_extreme_grad", _tiled_extreme_vjp)
+def tiled_extreme_grad(ct, x, out, *, window):
+    """`_tiled_extreme_vjp` as one eager kernel: window offset by offset in row-major order,
+    each result's cotangent goes to the first element attaining it (or NaN), by strided views
+    of `x` and of the gradient (a selection: the same bits as the composite's)."""
+    used = tuple(o * w for o, w in zip(ct.shape, window))
+    grad = np.zeros(x.shape, ct.dtype)
+    todo = np.ones(ct.shape, np.bool_)  # the results whose element is still to be found
+    for k in np.ndindex(*window):
+        at = tuple(slice(kk, u, w) for kk, u, w in zip(k, used, window))
+        v = x[at]
+        hit = (v == out) | (v != v)
+        hit &= todo
+        np.copyto(grad[at], ct, where=hit)
+        todo ^= hit
+    return grad

@@ -41,6 +41,29 @@ def test_tiled_routing_is_the_general_routing(rng, monkeypatch, shape, window, k
     np.testing.assert_array_equal(fast, general)
 
 
+@pytest.mark.parametrize("shape,window", CASES, ids=str)
+@pytest.mark.parametrize("kind", ["max", "min"])
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+def test_eager_kernel_is_its_decomposition(rng, shape, window, kind, dt):
+    """The composite's one eager kernel against the primitives it stands for, bit for bit:
+    ties, NaN in the input and in the cotangent, signed zeros."""
+    dtype = getattr(flow, dt)
+    x0 = rng.integers(-2, 3, shape).astype(np.float32)
+    x0.reshape(-1)[rng.integers(0, x0.size, 3)] = np.nan
+    x0[x0 == 0] = np.where(rng.random(np.count_nonzero(x0 == 0)) > 0.5, 0.0, -0.0)
+    x = flow.tensor(x0).to(dtype)
+    y = bind(W.reduce_window, x, kind=kind, window=window, strides=window,
+             dilations=(1,) * len(window), padding=((0, 0),) * len(window))  # fmt: skip
+    ct0 = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+    ct0.reshape(-1)[0] = np.nan
+    ct = flow.tensor(ct0).to(dtype)
+    whole = bind(W.tiled_extreme_grad, ct, x, y, window=window)
+    parts = W.tiled_extreme_grad.decompose(ct, x, y, window=window)
+    assert whole.dtype is parts.dtype is dtype and whole.shape == x.shape
+    bits = {2: np.uint16, 4: np.uint32}[whole.numpy().dtype.itemsize]
+    np.testing.assert_array_equal(whole.numpy().view(bits), parts.numpy().view(bits))
+
+
 def test_tiled_max_pool_routes_ties_like_torch(rng):
     torch = pytest.importorskip("torch")
     x0 = rng.integers(0, 3, (2, 3, 9, 7)).astype(np.float32)

@@ -75,6 +75,49 @@ def test_bind_without_a_mode_names_the_primitive(monkeypatch):
         bind(P.neg, Tensor._eager(np.ones(2, np.float32)))
 
 
+@pytest.fixture
+def doubled():
+    """A composite `x + x` whose kernel counts its runs."""
+    runs = []
+
+    def kernel(x):
+        runs.append(x.shape)
+        return x + x
+
+    prim = registry.composite("test_doubled", lambda x: bind(P.add, x, x))(kernel)
+    yield prim, runs
+    del registry.COMPOSITES["test_doubled"]
+
+
+def test_eager_mode_runs_a_composite_as_its_kernel(doubled):
+    prim, runs = doubled
+    y = bind(prim, flow.tensor([1.0, -2.0]))
+    np.testing.assert_array_equal(y.numpy(), [2.0, -4.0])
+    assert runs == [(2,)] and y.dtype is flow.float32
+
+
+def test_a_composite_recording_gradients_is_its_primitives(doubled):
+    prim, runs = doubled
+    x = flow.tensor([1.0, 3.0], requires_grad=True)
+    y = bind(prim, x)
+    assert y.grad_fn is not None
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [8.0, 24.0])  # d (2x)^2 / dx
+    assert runs == []
+
+
+def test_traced_and_lazy_programs_see_a_composites_primitives(doubled):
+    prim, runs = doubled
+    fn = flow.jit(lambda x: bind(prim, x))
+    text = fn.lower(flow.tensor([1.0, 2.0])).as_text()
+    assert "flow.add" in text and "doubled" not in text
+    np.testing.assert_array_equal(fn(flow.tensor([1.0, 2.0])).numpy(), [2.0, 4.0])
+    with flow.lazy(min_ops=0):
+        z = bind(prim, flow.tensor([5.0]))
+    np.testing.assert_array_equal(z.numpy(), [10.0])
+    assert runs == []
+
+
 class _Pending(PendingValue):
     """A pending value that records what core asked of it."""
 
