@@ -25,12 +25,15 @@ from flow.primitives import registry
 
 __all__ = ["autocast", "autocast_key", "get_autocast_dtype", "is_autocast_enabled"]
 
-# primitive name -> "low" (operands to the autocast dtype) or "f32" (low floats to float32)
+# primitive (or composite) name -> "low" (operands to the autocast dtype) or "f32" (low
+# floats to float32); a composite's primitives see the operands it was given
 CAST_POLICY: dict[str, str] = {
     "matmul": "low",
     "conv": "low",
     **dict.fromkeys(("reduce", "exp", "log", "log1p", "expm1", "log2", "log10", "rsqrt", "sqrt",
-                     "pow", "erf", "tan", "sinh", "cosh", "asin", "acos"), "f32"),
+                     "pow", "erf", "tan", "sinh", "cosh", "asin", "acos", "softmax",
+                     "softmax_grad", "log_softmax", "log_softmax_grad", "nll", "nll_grad"),
+                    "f32"),
 }  # fmt: skip
 
 _LOW = (_dtypes.float16, _dtypes.bfloat16)

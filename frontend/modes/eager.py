@@ -77,13 +77,17 @@ def _run(prim, args: tuple, params: dict, trace) -> Tensor:
 
 
 def _run_composite(prim, args: tuple, params: dict) -> Tensor:
-    """A composite as its one kernel, of the dtype that kernel gives; through its primitives
-    when gradients are recorded (the autograd graph is theirs) or a tensor is traced."""
-    if recording(args) or any(a._trace is not None for a in args):
+    """A composite as its one kernel, of the dtype that kernel gives, recorded with its own
+    VJP; through its primitives when a tensor is traced, or when gradients are recorded
+    and it has no VJP (the autograd graph is then theirs)."""
+    for a in args:
+        if a._trace is not None:
+            return prim.decompose(*args, **params)
+    if prim.vjp is None and recording(args):
         return prim.decompose(*args, **params)
     with np.errstate(all="ignore"):
         out = np.asarray(prim.impl(*[a._data for a in args], **params))
     result = Tensor._eager(out)
     propagate_constant(args, result)
     _device.propagate(args, result)
-    return result
+    return record(prim.name, prim.vjp, args, params, result)

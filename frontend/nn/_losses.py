@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from flow.core import dtypes as _dtypes
 from flow.ops import index_checks as checks
 from flow import primitives as P
@@ -31,7 +33,7 @@ from flow.ops.basic import (
     unsqueeze,
     where,
 )
-from flow.primitives.registry import bind
+from flow.primitives.registry import bind, composite
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from ._activations import log_softmax, logsigmoid
@@ -260,6 +262,65 @@ def _nll_terms(logp, t, w, class_dim, ignore_index) -> tuple[Tensor, Tensor, Ten
     return where(valid, -picked * tw, 0.0), tw, valid
 
 
+def _nll_parts(logp, t, *, class_dim, ignore_index, reduction) -> Tensor:
+    """The unweighted NLL of index targets, reduced: what `nll` computes as one kernel."""
+    nll, tw, _ = _nll_terms(logp, t, None, class_dim, ignore_index)
+    if reduction == "none":
+        return nll
+    return _weighted_mean(sum(nll), sum(tw)) if reduction == "mean" else sum(nll)
+
+
+def _all(a: np.ndarray) -> np.ndarray:
+    return P.reduce.impl(a, kind="sum", dims=tuple(range(a.ndim)))
+
+
+@composite("nll", _nll_parts)
+def _nll(logp, t, *, class_dim, ignore_index, reduction):
+    """`_nll_parts` on numpy, the same bits: each target's log-probability is one element
+    (the masked sum over classes adds zeros to it), negated where the target counts."""
+    valid = t != ignore_index
+    at = np.expand_dims(np.where(valid, t, 0), class_dim)
+    picked = np.take_along_axis(logp, at, class_dim).squeeze(class_dim)
+    nll = np.where(valid, -picked, np.zeros((), logp.dtype))
+    if reduction == "none":
+        return nll
+    if reduction == "sum":
+        return _all(nll)
+    count = _all(valid.astype(logp.dtype))
+    return np.where(count == 0, np.array(np.nan, logp.dtype), _all(nll) / count)
+
+
+def _nll_grad_parts(ct, logp, t, *, class_dim, ignore_index, reduction) -> Tensor:
+    """The cotangent of `_nll_parts` for `logp`: minus the result's cotangent (over the
+    number of counted targets, for `mean`) at each counted target's class."""
+    onehot = eq(bind(P.iota, dim=class_dim, shape=tuple(logp.shape), dtype=_dtypes.int64),
+                broadcast_to(unsqueeze(t, class_dim), logp.shape))  # fmt: skip
+    valid = ne(t, ignore_index)
+    hit = onehot & broadcast_to(unsqueeze(valid, class_dim), logp.shape)
+    if reduction == "none":
+        g = unsqueeze(ct, class_dim)
+    else:
+        g = ct / sum(to(valid, logp.dtype)) if reduction == "mean" else ct
+    return where(hit, broadcast_to(-g, logp.shape), 0.0)
+
+
+@composite("nll_grad", _nll_grad_parts)
+def _nll_grad(ct, logp, t, *, class_dim, ignore_index, reduction):
+    valid = t != ignore_index
+    if reduction == "none":
+        g = -ct
+    else:
+        g = np.broadcast_to(-(ct / _all(valid.astype(logp.dtype))) if reduction == "mean"
+                            else -ct, t.shape)  # fmt: skip
+    grad = np.zeros(logp.shape, logp.dtype)
+    at = np.expand_dims(np.where(valid, t, 0), class_dim)
+    np.put_along_axis(grad, at, np.expand_dims(np.where(valid, g, 0), class_dim), class_dim)
+    return grad
+
+
+_nll.vjp = lambda ct, logp, t, *, out, **params: (bind(_nll_grad, ct, logp, t, **params), None)
+
+
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              ignore_index: int = -100, reduction: str = "mean") -> Tensor:  # fmt: skip
     """Negative log-likelihood of class indices, given log-probabilities `input`.
@@ -273,6 +334,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     class_dim, _ = _class_layout(op, x)
     t = _class_indices(op, x, target, class_dim, ignore_index, False)
     w = _class_weight(op, weight, x, class_dim)
+    if w is None:
+        return bind(_nll, x, t, class_dim=class_dim, ignore_index=ignore_index,
+                    reduction=reduction)  # fmt: skip
     loss, tw, _ = _nll_terms(x, t, w, class_dim, ignore_index)
     if reduction == "mean":
         return _weighted_mean(sum(loss), sum(tw))
@@ -311,6 +375,9 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
             return sum(loss) / (x.numel() // c if c else 0)
         return _reduce(loss, reduction)
     t = _class_indices(op, x, tt, class_dim, ignore_index, True)
+    if w is None and label_smoothing == 0:
+        return bind(_nll, logp, t, class_dim=class_dim, ignore_index=ignore_index,
+                    reduction=reduction)  # fmt: skip
     nll, tw, valid = _nll_terms(logp, t, w, class_dim, ignore_index)
     if label_smoothing > 0:
         all_classes = -sum(logp if w is None else logp * w, class_dim)

@@ -1,5 +1,7 @@
 """Softmax and its relatives (`softmax`, `log_softmax`, `softmin`): `flow.softmax`,
-`Tensor.softmax` and `flow.nn.functional.softmax` are these.
+`Tensor.softmax` and `flow.nn.functional.softmax` are these. softmax and log_softmax, and
+their gradients, are composites: one numpy kernel each in eager mode, their primitives in
+traced programs.
 
 Both are computed from `x - max(x, dim)`, so every exponent is <= 0 and a large input never
 overflows; the other activations are in nn/_activations.py.
@@ -9,9 +11,13 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
+from flow import primitives as P
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
 from flow.ops.basic import amax, as_tensor, exp, log, normalize_dim, sum, to
+from flow.primitives.registry import bind, composite
 
 
 def _softmax_input(op: str, input, dim, dtype) -> tuple[Tensor, int]:
@@ -42,8 +48,46 @@ def softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     x, d = _softmax_input("softmax", input, dim, dtype)
     if x.numel() == 0:
         return x
-    e = exp(_shifted(x, d))
-    return e / sum(e, d, keepdim=True)
+    return bind(_softmax, x, dim=d)
+
+
+def _softmax_parts(x: Tensor, *, dim: int) -> Tensor:
+    e = exp(_shifted(x, dim))
+    return e / sum(e, dim, keepdim=True)
+
+
+def _reduced(kind: str, x: np.ndarray, dim: int) -> np.ndarray:
+    """`amax` / `sum` over `dim` with keepdim (a 0-d tensor is its own reduction)."""
+    r = P.reduce.impl(x, kind=kind, dims=(dim,) if x.ndim else ())
+    return r.reshape([1 if i == dim else n for i, n in enumerate(x.shape)])
+
+
+def _shifted_kernel(x: np.ndarray, dim: int) -> np.ndarray:
+    return x - _reduced("max", x, dim)
+
+
+def _sum_kernel(x: np.ndarray, dim: int) -> np.ndarray:
+    return _reduced("sum", x, dim)
+
+
+@composite("softmax", _softmax_parts)
+def _softmax(x, *, dim):
+    """`_softmax_parts` on numpy: the kernels of its primitives, so the same bits (and so
+    for the kernels below)."""
+    e = P.exp.impl(_shifted_kernel(x, dim))
+    return e / _sum_kernel(e, dim)
+
+
+def _softmax_grad_parts(ct: Tensor, out: Tensor, *, dim: int) -> Tensor:
+    return out * (ct - sum(ct * out, dim, keepdim=True))
+
+
+@composite("softmax_grad", _softmax_grad_parts)
+def _softmax_grad(ct, out, *, dim):
+    return out * (ct - _sum_kernel(ct * out, dim))
+
+
+_softmax.vjp = lambda ct, x, *, out, dim: (bind(_softmax_grad, ct, out, dim=dim),)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
@@ -51,8 +95,30 @@ def log_softmax(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:
     x, d = _softmax_input("log_softmax", input, dim, dtype)
     if x.numel() == 0:
         return x
-    s = _shifted(x, d)
-    return s - log(sum(exp(s), d, keepdim=True))
+    return bind(_log_softmax, x, dim=d)
+
+
+def _log_softmax_parts(x: Tensor, *, dim: int) -> Tensor:
+    s = _shifted(x, dim)
+    return s - log(sum(exp(s), dim, keepdim=True))
+
+
+@composite("log_softmax", _log_softmax_parts)
+def _log_softmax(x, *, dim):
+    s = _shifted_kernel(x, dim)
+    return s - P.log.impl(_sum_kernel(P.exp.impl(s), dim))
+
+
+def _log_softmax_grad_parts(ct: Tensor, out: Tensor, *, dim: int) -> Tensor:
+    return ct - exp(out) * sum(ct, dim, keepdim=True)
+
+
+@composite("log_softmax_grad", _log_softmax_grad_parts)
+def _log_softmax_grad(ct, out, *, dim):
+    return ct - P.exp.impl(out) * _sum_kernel(ct, dim)
+
+
+_log_softmax.vjp = lambda ct, x, *, out, dim: (bind(_log_softmax_grad, ct, out, dim=dim),)
 
 
 def softmin(input: Tensor, dim: int | None = None, dtype=None) -> Tensor:

@@ -35,7 +35,7 @@ from flow.ops.construct import (  # noqa: F401  (re-exported: most callers impor
     zeros,
     zeros_like,
 )
-from flow.primitives.registry import bind
+from flow.primitives.registry import bind, composite
 
 # --------------------------------------------------------------------------- helpers
 
@@ -168,8 +168,44 @@ def _binary_op(prim, *, float_result=False):
     return fn
 
 
-add = _binary_op(P.add)
-sub = _binary_op(P.sub)
+def _additive(prim, subtract: bool):
+    def fn(input, other, *, alpha=1) -> Tensor:
+        """`input + alpha * other` (`-` for sub), PyTorch's and OneFlow's `alpha`."""
+        if isinstance(alpha, np.number):
+            alpha = alpha.item()
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float, Tensor)):
+            raise op_error(prim.name, f"alpha must be a number or a tensor, got "
+                                      f"{type(alpha).__name__}", cls=TypeError)  # fmt: skip
+        a, b = promote(prim.name, input, other)
+        if a.dtype is _dtypes.bool_:
+            raise op_error(prim.name, "is not defined for bool tensors", cls=TypeError)
+        if isinstance(alpha, float) and not a.dtype.is_floating_point:
+            raise op_error(prim.name, f"alpha must be an integer for {a.dtype.name} tensors, "
+                                      f"got {alpha}", cls=TypeError)  # fmt: skip
+        if not isinstance(alpha, Tensor) and alpha == 1:
+            return bind(prim, a, b)
+        if isinstance(alpha, Tensor) or a.is_global:
+            return bind(prim, a, mul(b, alpha))
+        return bind(_add_scaled, a, b, alpha=alpha, subtract=subtract)
+
+    fn.__name__ = prim.name
+    return fn
+
+
+def _add_scaled_parts(x: Tensor, y: Tensor, *, alpha, subtract: bool) -> Tensor:
+    return bind(P.sub if subtract else P.add, x, bind(P.mul, y, _scalar_like(alpha, y)))
+
+
+@composite("add_scaled", _add_scaled_parts)
+def _add_scaled(x, y, *, alpha, subtract):
+    """`x ± alpha * y` (an optimizer's update) on numpy: the `mul` and `add` / `sub` kernels
+    on a fill of y's dtype, so the same bits as its primitives, in one op."""
+    scaled = P.mul.impl(y, np.asarray(alpha, y.dtype))
+    return P.sub.impl(x, scaled) if subtract else P.add.impl(x, scaled)
+
+
+add = _additive(P.add, subtract=False)
+sub = _additive(P.sub, subtract=True)
 mul = _binary_op(P.mul)
 div = _binary_op(P.div, float_result=True)
 maximum = _binary_op(P.maximum)
@@ -229,11 +265,29 @@ class _Relu(Function):
     @staticmethod
     def backward(ctx, grad):
         (x,) = ctx.saved_tensors
-        return (where(le(x, 0), 0, grad),)
+        return (_relu_grad_parts(grad, x),)
 
 
 def relu(input: Tensor) -> Tensor:
-    return _Relu.apply(as_tensor(input))
+    return bind(_relu, as_tensor(input))
+
+
+@composite("relu", lambda x: _Relu.apply(x))
+def _relu(x):
+    """`_Relu` on numpy (traced programs get its ops and its gradient rule)."""
+    return P.maximum.impl(x, np.zeros((), x.dtype))
+
+
+def _relu_grad_parts(ct: Tensor, x: Tensor) -> Tensor:
+    return where(le(x, 0), 0, ct)
+
+
+@composite("relu_grad", _relu_grad_parts)
+def _relu_grad(ct, x):
+    return P.select.impl(x <= np.zeros((), x.dtype), np.zeros(ct.shape, ct.dtype), ct)
+
+
+_relu.vjp = lambda ct, x, *, out: (bind(_relu_grad, ct, x),)
 
 
 def _compare_op(direction: str):

@@ -71,7 +71,8 @@ class SGD(Optimizer):
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = _new_buffer(d_p)
-            else:
-                buf.mul_(momentum).add_(d_p if dampening == 0 else d_p * (1 - dampening))
-            d_p = d_p + momentum * buf if group["nesterov"] else buf
-        p.sub_(d_p * lr)
+            else:  # momentum * buf + d_p, eagerly one op
+                step = d_p if dampening == 0 else d_p * (1 - dampening)
+                buf.copy_(step.add(buf, alpha=momentum))
+            d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
+        p.sub_(d_p, alpha=lr)

@@ -95,10 +95,14 @@ COMPOSITES: dict[str, Primitive] = {}
 def composite(name: str, decompose: Callable, *, quiet: bool = False):
     """Register the decorated numpy kernel as composite `name`: a function of other primitives
     (`decompose(*tensors, **params)`) that eager mode runs as one kernel, as PyTorch's CPU
-    kernels fuse a pooling backward, while traced and lazy programs, global tensors, and
-    eager code that records gradients through it, see the primitives it is made of. The
-    kernel must give what `decompose` gives, bit for bit where `decompose` only selects,
-    and a result of the dtype `decompose` gives (eager mode takes the kernel's)."""
+    kernels fuse a pooling backward or a log_softmax, while traced and lazy programs and
+    global tensors see the primitives it is made of. The kernel must give what `decompose`
+    gives, with the same dtype (eager mode takes the kernel's); calling its primitives'
+    kernels keeps the same bits.
+
+    A composite given a `vjp` (written in primitives and composites) is recorded with it
+    when gradients are recorded through it eagerly; one without runs its primitives then,
+    so the autograd graph is theirs."""
 
     def register(impl: Callable[..., np.ndarray]) -> Primitive:
         prim = Primitive(name, "", impl, quiet=quiet, decompose=decompose)
