@@ -7,7 +7,7 @@ from flow.core.tensor import Tensor
 from flow.ops import conv as _conv
 from flow.ops import interpolate as _interpolate
 from flow.ops import pooling as _pooling
-from flow.ops.basic import matmul, t
+from flow.ops.basic import add_bias, as_tensor, matmul, t
 from flow.ops.conv import *  # noqa: F403
 from flow.ops.conv import fold, unfold
 from flow.ops.gather import embedding, one_hot
@@ -27,7 +27,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     out = matmul(input, t(weight))
     if bias is not None and bias.dtype is not out.dtype and is_autocast_enabled():
         bias = bias.to(out.dtype)  # under flow.autocast the output stays in its low dtype
-    return out if bias is None else out + bias
+    return out if bias is None else add_bias(out, as_tensor(bias), -1)
 
 
 __all__ = ["linear", "pad", "scaled_dot_product_attention", "embedding", "one_hot", "fold",

@@ -290,6 +290,41 @@ def _relu_grad(ct, x):
 _relu.vjp = lambda ct, x, *, out: (bind(_relu_grad, ct, x),)
 
 
+def add_bias(x: Tensor, b: Tensor, dim: int) -> Tensor:
+    """`x` plus the vector `b` along dim `dim` (a layer's bias; one op eagerly); any other
+    bias (another dtype, another shape) is added as `x + b`."""
+    if b.ndim == 1 and b.dtype is x.dtype and x.ndim and b.shape[0] == x.shape[dim]:
+        return bind(_add_bias, x, b, dim=dim % x.ndim)
+    return add(x, b)
+
+
+def _bias_view(x, dim: int) -> list[int]:
+    return [n if i == dim else 1 for i, n in enumerate(x.shape)]
+
+
+def _add_bias_parts(x: Tensor, b: Tensor, *, dim: int) -> Tensor:
+    return add(x, b if dim == x.ndim - 1 else reshape(b, *_bias_view(x, dim)))
+
+
+@composite("add_bias", _add_bias_parts)
+def _add_bias(x, b, *, dim):
+    return P.add.impl(x, b.reshape(_bias_view(x, dim)))
+
+
+def _bias_grad_parts(ct: Tensor, *, dim: int) -> Tensor:
+    return sum(ct, tuple(i for i in range(ct.ndim) if i != dim))
+
+
+@composite("bias_grad", _bias_grad_parts)
+def _bias_grad(ct, *, dim):
+    """The bias's cotangent: `ct` summed over every other dim (the reduction, and so the
+    bits, of the decomposition's broadcast rule)."""
+    return P.reduce.impl(ct, kind="sum", dims=tuple(i for i in range(ct.ndim) if i != dim))
+
+
+_add_bias.vjp = lambda ct, x, b, *, out, dim: (ct, bind(_bias_grad, ct, dim=dim))
+
+
 def _compare_op(direction: str):
     def fn(input, other) -> Tensor:
         a, b = promote(direction, input, other)

@@ -15,7 +15,7 @@ from flow import primitives as P
 from flow.core.args import is_int
 from flow.core.errors import op_error
 from flow.core.tensor import Tensor
-from flow.ops.basic import as_tensor, reshape
+from flow.ops.basic import add_bias, as_tensor, reshape
 from flow.ops.window import _ntuple, _spatial_input
 from flow.primitives.registry import bind
 from flow.primitives.movement import scatter_slice, slice_dims
@@ -76,7 +76,7 @@ def _bias(op: str, bias, c_out: int, x: Tensor, what: str = "") -> Tensor | None
 def _finish(out: Tensor, b: Tensor | None, n: int, unbatched: bool) -> Tensor:
     """`out` plus the bias per channel, without the batch dim an unbatched input lacked."""
     if b is not None:
-        out = out + reshape(b, 1, b.shape[0], *(1,) * n).to(out.dtype)  # autocast: low dtype
+        out = add_bias(out, b.to(out.dtype), 1)  # (cast: under autocast, the low dtype)
     return reshape(out, *out.shape[1:]) if unbatched else out
 
 

@@ -460,17 +460,28 @@ __all__ = ["conv", "reduce_window"]
 
 @composite("tiled_extreme_grad", _tiled_extreme_vjp)
 def tiled_extreme_grad(ct, x, out, *, window):
-    """`_tiled_extreme_vjp` as one eager kernel: window offset by offset in row-major order,
-    each result's cotangent goes to the first element attaining it (or NaN), by strided views
-    of `x` and of the gradient (a selection: the same bits as the composite's)."""
-    used = tuple(o * w for o, w in zip(ct.shape, window))
-    grad = np.zeros(x.shape, ct.dtype)
-    todo = np.ones(ct.shape, np.bool_)  # the results whose element is still to be found
-    for k in np.ndindex(*window):
-        at = tuple(slice(kk, u, w) for kk, u, w in zip(k, used, window))
-        v = x[at]
-        hit = (v == out) | (v != v)
+    """`_tiled_extreme_vjp` as one eager kernel: the windows' elements laid along a leading
+    axis (one copy), then element by element in row-major order each result's cotangent
+    goes to the first element attaining it (or NaN), on contiguous rows; a selection, so
+    the same bits as the composite's."""
+    n, outs = x.ndim, ct.shape
+    used = tuple(o * w for o, w in zip(outs, window))
+    split = [v for o, w in zip(outs, window) for v in (o, w)]
+    to_rows = (*range(1, 2 * n, 2), *range(0, 2 * n, 2))  # window axes, then result axes
+    rows = x[tuple(slice(u) for u in used)].reshape(split).transpose(to_rows)
+    rows = rows.reshape(math.prod(window), -1)
+    result, cts = out.reshape(-1), ct.reshape(-1)
+    g = np.zeros(rows.shape, ct.dtype)
+    todo = np.ones(rows.shape[1], np.bool_)  # the results whose element is still to be found
+    for v, gk in zip(rows, g):
+        hit = (v == result) | (v != v)
         hit &= todo
-        np.copyto(grad[at], ct, where=hit)
+        np.copyto(gk, cts, where=hit)
         todo ^= hit
+    back = np.argsort(to_rows)
+    g = g.reshape([split[i] for i in to_rows]).transpose(back).reshape(used)
+    if used == x.shape:
+        return g
+    grad = np.zeros(x.shape, ct.dtype)
+    grad[tuple(slice(u) for u in used)] = g
     return grad

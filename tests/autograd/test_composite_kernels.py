@@ -236,3 +236,22 @@ def test_relu_kernels_are_their_decompositions(rng, dt, shape):
     if x.dtype.is_floating_point:
         ct = flow.tensor(rng.standard_normal(shape).astype(np.float32)).to(x.dtype)
         _same(bind(B._relu_grad, ct, x), B._relu_grad.decompose(ct, x))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("shape,dim", [((4, 3, 5, 5), 1), ((6, 7), 1), ((2, 3, 7), 2), ((7,), 0)],
+                         ids=str)  # fmt: skip
+def test_bias_kernels_are_their_decompositions(rng, dt, shape, dim):
+    x = flow.tensor(rng.standard_normal(shape).astype(np.float32)).to(getattr(flow, dt))
+    b = flow.tensor(rng.standard_normal(shape[dim]).astype(np.float32)).to(x.dtype)
+    _same(bind(B._add_bias, x, b, dim=dim), B._add_bias.decompose(x, b, dim=dim))
+    _same(bind(B._bias_grad, x, dim=dim), B._bias_grad.decompose(x, dim=dim))
+
+
+def test_layer_bias_gradients_match_finite_differences(rng):
+    w = flow.tensor(rng.standard_normal((4, 3, 2, 2)))
+    lw = flow.tensor(rng.standard_normal((2, 5)))
+    gradcheck(lambda x, b: F.conv2d(x, w, b, padding=1), rng.standard_normal((2, 3, 3, 3)),
+              rng.standard_normal(4))  # fmt: skip
+    gradcheck(lambda x, b: F.linear(x, lw, b), rng.standard_normal((3, 5)), rng.standard_normal(2))
+    gradcheck(lambda x, b: F.linear(x, lw, b), rng.standard_normal(5), rng.standard_normal(2))
