@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.dtypes import as_dtype
+
 __all__ = ["REPLAYS", "replay", "tool"]
 
 REPLAYS = 5  # runs of each function in the tool
@@ -108,6 +110,10 @@ def _run(vmfb: bytes, name: str, inputs: tuple) -> list[dict]:
             f.write(vmfb)
         args = []
         for i, a in enumerate(inputs):
+            if a.ndim == 0:  # the tool reads a 0-d .npy as shape [1]: a scalar goes as text
+                value = a.item() if a.dtype.kind == "f" else int(a)
+                args.append(f"--input={as_dtype(a.dtype).ir_name}={value!r}")
+                continue
             path = os.path.join(tmp, f"in{i}.npy")
             np.save(path, np.ascontiguousarray(a))
             args.append(f"--input=@{path}")

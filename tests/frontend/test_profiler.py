@@ -183,3 +183,16 @@ def test_iree_dispatches_replay_a_cpu_program(tmp_path, fresh_cache):
     assert all("_dispatch_" in e["name"] for e in found)
     call = next(e for e in xs if e["cat"] == "call")
     assert all(e["tid"] != call["tid"] for e in found)  # a track of their own
+
+
+def test_iree_dispatches_replay_takes_0d_arguments(tmp_path, fresh_cache):
+    # A training step passes its learning rate and step count as 0-d tensors; the replay tool
+    # must get them as scalars, not as shape [1] (which its signature check rejects).
+    f = flow.jit(lambda a, s, n: a * s + n.to(flow.float32), sync_compile=True)
+    args = flow.ones(16, 16), flow.tensor(0.5), flow.tensor(3)
+    f(*args)
+    with flow.profiler.profile(iree_dispatches=True) as prof:
+        f(*args)
+    assert prof.dispatch_notes == []
+    found = [e for e in _spans(_load(prof, tmp_path)) if e["cat"] == "iree_dispatch"]
+    assert found and all(e["args"]["replayed"] for e in found)
