@@ -1,13 +1,15 @@
 """The cpu target's flag sets against each other on this machine (targets/table.py,
 CPU_FLAG_SETS): what CPU_FAMILY_FLAGS is chosen from, for the ISA family printed.
 
-    python benchmarks/cpu_flags.py [--sets global-dt,global-dt-inner] [--steps 20]
+    python benchmarks/cpu_flags.py [--sets global-dt,global-dt-inner] [--blas 0,auto] [--steps 20]
 
-Each set runs in a fresh process (`FLOW_CPU_FLAGS=<set>`, an empty compile cache) with every
-product in IREE (`FLOW_BLAS=0`: the flags are what is measured): flow.jit f32 matmuls
-(GFLOP/s), the MLP step of train_step.py and the LeNet step of lenet_step.py (nn.Graph,
-ms). numpy's matmul runs in the same processes as the peer. A set that fails to compile a
-case shows `fails`.
+Each set runs in a fresh process (`FLOW_CPU_FLAGS=<set>`, an empty compile cache) under each
+BLAS policy of `--blas`: `0` keeps every product in IREE (the flags alone are measured),
+`auto` (the default policy) sends the large products to BLAS, so the flags serve what stays
+in IREE: the small products, their packs and the elementwise work. Cases: flow.jit f32
+matmuls (GFLOP/s), the MLP step of train_step.py and the LeNet step of lenet_step.py
+(nn.Graph, ms). numpy's matmul runs in the same processes as the peer. A set that fails to
+compile a case shows `fails`.
 """
 
 from __future__ import annotations
@@ -89,9 +91,9 @@ print(json.dumps(out))
 """
 
 
-def run_set(name: str, steps: int) -> dict:
+def run_set(name: str, blas: str, steps: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="flow-cpu-flags-") as cache:
-        env = {**os.environ, "FLOW_CPU_FLAGS": name, "FLOW_BLAS": "0", "FLOW_SYNC_COMPILE": "1",
+        env = {**os.environ, "FLOW_CPU_FLAGS": name, "FLOW_BLAS": blas, "FLOW_SYNC_COMPILE": "1",
                "FLOW_CACHE_DIR": cache}  # fmt: skip
         proc = subprocess.run([sys.executable, "-c", CHILD.replace("HERE", repr(HERE)),
                                str(steps)], env=env, capture_output=True, text=True)  # fmt: skip
@@ -105,21 +107,23 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", default=",".join(CPU_FLAG_SETS), help="flag sets, by name")
+    parser.add_argument("--blas", default="0,auto", help="FLOW_BLAS policies, each a run")
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     family = host_cpu_family()
     print(f"cpu flag sets [{machine()}]: family {family}, chosen "
-          f"{CPU_FAMILY_FLAGS[family]}; every product in IREE (FLOW_BLAS=0)")  # fmt: skip
-    rows = {name: run_set(name, args.steps) for name in args.sets.split(",")}
+          f"{CPU_FAMILY_FLAGS[family]}")  # fmt: skip
+    rows = {f"{name} blas={blas}": run_set(name, blas, args.steps)
+            for blas in args.blas.split(",") for name in args.sets.split(",")}  # fmt: skip
     cols = sorted({c for r in rows.values() for c in r if c != "error"},
                   key=lambda c: (not c.startswith("matmul"), c))  # fmt: skip
-    print(f"  {'set':18}" + "".join(f"{c:>22}" for c in cols))
+    print(f"  {'set':26}" + "".join(f"{c:>22}" for c in cols))
     for name, r in rows.items():
         if "error" in r:
-            print(f"  {name:18}  error: {r['error']}")
+            print(f"  {name:26}  error: {r['error']}")
             continue
         cells = [r.get(c, "") for c in cols]
-        print(f"  {name:18}" + "".join(f"{v:22.2f}" if isinstance(v, float) else f"{v!s:>22}"
+        print(f"  {name:26}" + "".join(f"{v:22.2f}" if isinstance(v, float) else f"{v!s:>22}"
                                       for v in cells))  # fmt: skip
 
 
