@@ -72,21 +72,22 @@ CPU_FLAG_SETS: dict[str, CpuFlags] = {
 #   vmfb, interleaved): global-dt 23.6 ms, untiled 23.7, global-dt-inner 26.3 (its 29-row
 #   tiles make every pack and unpack slower). So AMD's AVX-512 cores (Zen 4) are a family of
 #   their own: global-dt; large products go to BLAS on both.
-# * x86-avx2 (AMD EPYC without AVX-512): dt. Large products go to BLAS there (OpenBLAS
-#   170-185 GFLOP/s at 1024^3, IREE 64-90 with any set), so the flags serve what stays in
-#   IREE. Three runs of `cpu_flags.py` under the default BLAS policy (matmul 256^3 GFLOP/s,
-#   MLP step ms, LeNet step ms): global-dt 36-62, 17.8-19.8, 0.83-1.34; global-dt-inner
-#   32-38, 19.0-22.1, 0.82-1.02; dt 55-63, 17.0-17.7, 0.83-1.15; dt-ukernels 54, 21.5, 0.94
-#   (one run). Inner-tiling picks 13-row tiles here: packing the MLP's 256x1024 activation
-#   for its 10-column layer took 1.16 ms against 0.09 with global-dt (`profile(
-#   iree_dispatches=True)`). With every product in IREE (FLOW_BLAS=0) the MLP step was 18-23
-#   ms under dt and global-dt, 21-27 under global-dt-inner.
+# * x86-avx2 (AMD EPYC without AVX-512): global-dt. Large products go to BLAS there
+#   (OpenBLAS 170-185 GFLOP/s at 1024^3, IREE 64-90 with any set), so the flags serve what
+#   stays in IREE. Three runs of `cpu_flags.py` under the default BLAS policy (matmul 256^3
+#   GFLOP/s, MLP step ms, LeNet step ms): global-dt 36-62, 17.8-19.8, 0.83-1.34;
+#   global-dt-inner 32-38, 19.0-22.1, 0.82-1.02; dt 55-63, 17.0-17.7, 0.83-1.15;
+#   dt-ukernels 54, 21.5, 0.94 (one run). Inner-tiling picks 13-row tiles here: packing the
+#   MLP's 256x1024 activation for its 10-column layer took 1.16 ms against 0.09 with
+#   global-dt (`profile(iree_dispatches=True)`); the step's IREE dispatches summed to the
+#   same time under dt and global-dt. dt fails to compile the GPT step of
+#   examples/train_gpt.py (it cannot encode the attention mask's i1 tensor), so global-dt.
 # * arm64 (NEON; SVE cores too), only cross-compiled here: global-dt, the path that compiles
 #   every program; inner-tiled and ukernels are unmeasured on ARM, so they are not taken.
 CPU_FAMILY_FLAGS: dict[str, str] = {
     "x86-avx512": "global-dt-inner",
     "x86-avx512-amd": "global-dt",
-    "x86-avx2": "dt",
+    "x86-avx2": "global-dt",
     "arm64": "global-dt",
     "other": "global-dt",
 }
