@@ -29,6 +29,7 @@ __all__ = ["autocast", "autocast_key", "get_autocast_dtype", "is_autocast_enable
 # floats to float32); a composite's primitives see the operands it was given
 CAST_POLICY: dict[str, str] = {
     "matmul": "low",
+    "matmul_t": "low",
     "conv": "low",
     **dict.fromkeys(("reduce", "exp", "log", "log1p", "expm1", "log2", "log10", "rsqrt", "sqrt",
                      "pow", "erf", "tan", "sinh", "cosh", "asin", "acos", "softmax",

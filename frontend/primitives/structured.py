@@ -11,7 +11,7 @@ import numpy as np
 
 from flow.core import dtypes as _dtypes
 from flow.primitives.elementwise import _cmp, _div, _like, _mul, _sel, and_
-from flow.primitives.registry import bind, primitive
+from flow.primitives.registry import bind, composite, primitive
 
 
 # OpenBLAS runs a GEMM on one thread below m * n * k = 2**18 and hands larger ones to its
@@ -73,15 +73,31 @@ def _matmul_vjp(ct, a, b, out):
     ga = gb = None
     if a._requires_grad:
         if _column_major(a):
-            ga = _swap_last(bind(matmul, b, _swap_last(ct)))
+            ga = bind(_matmul_t, b, ct, ta=False, tb=True, tout=True)
         else:
-            ga = bind(matmul, ct, _swap_last(b))
+            ga = bind(_matmul_t, ct, b, ta=False, tb=True, tout=False)
     if b._requires_grad:
         if _column_major(b):
-            gb = _swap_last(bind(matmul, _swap_last(ct), a))
+            gb = bind(_matmul_t, ct, a, ta=True, tb=False, tout=True)
         else:
-            gb = bind(matmul, _swap_last(a), ct)
+            gb = bind(_matmul_t, a, ct, ta=True, tb=False, tout=False)
     return ga, gb
+
+
+def _matmul_t_parts(a, b, *, ta, tb, tout):
+    out = bind(matmul, _swap_last(a) if ta else a, _swap_last(b) if tb else b)
+    return _swap_last(out) if tout else out
+
+
+@composite("matmul_t", _matmul_t_parts)
+def _matmul_t(a, b, *, ta, tb, tout):
+    """`matmul` with an operand, or the result, transposed in its last two dims (the
+    products of a VJP) as one eager op: the transposes are the numpy views their own
+    kernels give."""
+    out = host_matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b)
+    if out.dtype != a.dtype:  # numpy multiplies bfloat16 in float32: rounded as `matmul` is
+        out = out.astype(a.dtype)
+    return out.swapaxes(-1, -2) if tout else out
 
 
 matmul.vjp = _matmul_vjp

@@ -255,3 +255,45 @@ def test_layer_bias_gradients_match_finite_differences(rng):
               rng.standard_normal(4))  # fmt: skip
     gradcheck(lambda x, b: F.linear(x, lw, b), rng.standard_normal((3, 5)), rng.standard_normal(2))
     gradcheck(lambda x, b: F.linear(x, lw, b), rng.standard_normal(5), rng.standard_normal(2))
+
+
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16", "bfloat16", "int64"])
+@pytest.mark.parametrize("shapes", [((3, 4), (5, 4)), ((2, 3, 4), (2, 5, 4)), ((40, 300), (20, 300))],
+                         ids=str)  # fmt: skip
+@pytest.mark.parametrize("ta,tb,tout", [(False, True, False), (True, False, False),
+                                        (False, True, True), (True, False, True)])  # fmt: skip
+def test_transposed_product_kernel_is_its_decomposition(rng, dt, shapes, ta, tb, tout):
+    """A product's VJP (`ct @ b^T`, `a^T @ ct`, and their transposes for a column-major
+    operand) as one kernel: the same bits, shape and layout as transposes and `matmul`."""
+    (ma, k), (mb, _) = shapes[0][-2:], shapes[1][-2:]
+    lead = shapes[0][:-2]
+    a_shape = (*lead, k, ma) if ta else shapes[0]
+    b_shape = (*lead, mb, k) if tb else (*lead, k, mb)
+    a = flow.tensor((rng.standard_normal(a_shape) * 4).astype(np.float32)).to(getattr(flow, dt))
+    b = flow.tensor((rng.standard_normal(b_shape) * 4).astype(np.float32)).to(getattr(flow, dt))
+    from flow.primitives import structured as S
+
+    whole, parts = bind(S._matmul_t, a, b, ta=ta, tb=tb, tout=tout), \
+        S._matmul_t.decompose(a, b, ta=ta, tb=tb, tout=tout)  # fmt: skip
+    _same(whole, parts)
+    assert whole._buf.flags.c_contiguous == parts._buf.flags.c_contiguous
+
+
+def test_linear_gradients_through_transposed_products(rng):
+    """A linear layer's weight is read column-major (its transpose): its gradient comes back
+    through the transposed-output kernel; first and second order against finite differences,
+    and compiled against eager."""
+    gradcheck(lambda x, w: F.linear(x, w), rng.standard_normal((3, 5)), rng.standard_normal((2, 5)))
+    gradcheck(lambda x, w: x @ w, rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 4, 5)))
+    jit_grads_match_eager(lambda x, w: F.linear(x, w).tanh(), rng.standard_normal((3, 5)),
+                          rng.standard_normal((2, 5)))  # fmt: skip
+    x = flow.tensor(rng.standard_normal((3, 5)), requires_grad=True)
+    w = flow.tensor(rng.standard_normal((2, 5)), requires_grad=True)
+    (gw,) = flow.autograd.grad((F.linear(x, w) ** 2).sum(), [w], create_graph=True)
+    (gx,) = flow.autograd.grad(gw.sum(), [x])
+    xs, ws = x.numpy(), w.numpy()
+    # gw = 2 h^T x with h = x w^T, so sum(gw) = 2 sum_n (sum_i h_ni)(sum_j x_nj), whose
+    # derivative in x_nj is 2 ((sum_i w_ij)(sum_j' x_nj') + sum_i h_ni)
+    want = 2 * (ws.sum(0)[None, :] * xs.sum(1, keepdims=True)
+                + (xs @ ws.T).sum(1, keepdims=True) * np.ones_like(xs))
+    np.testing.assert_allclose(gx.numpy(), want, rtol=1e-10)
