@@ -44,7 +44,11 @@ RUNNING, FINISHED, ABORTING = 0, 1, 2
 _STATE, _CODE, _HOW, _TIME, _PID, _IN, _NAME, _KEY, _COUNT = range(9)
 _ENDED, _END_STATUS, _END_TIME = 9, 10, 11
 _TABLE, _TABLE_SIZE = 12, 16  # (group key, collectives entered) pairs
-SLOT_WORDS = _TABLE + 2 * _TABLE_SIZE
+# Per table entry, while a profile or metrics record: the last two collectives' (count, entry
+# time in perf_counter_ns) by the count's parity, from which a rank that leaves a collective
+# learns when the last of its peers arrived (a peer is at most one collective further on).
+_ARRIVALS = _TABLE + 2 * _TABLE_SIZE
+SLOT_WORDS = _ARRIVALS + 4 * _TABLE_SIZE
 HOW = {0: "the end of its script", 1: "sys.exit", 2: "interpreter exit"}
 
 
@@ -138,6 +142,21 @@ class Board:
                     break
             table[key] = index
         return index
+
+    def entry(self, rank: int, key: int) -> int:
+        """The table entry (0.._TABLE_SIZE-1) of group ``key`` in ``rank``'s slot, -1 if it has
+        none yet (read only: a peer's table is the peer's to allocate)."""
+        table = self._tables.setdefault(rank, {})
+        found = table.get(key)
+        if found is None:
+            base = rank * SLOT_WORDS + _TABLE
+            for i in range(_TABLE_SIZE):
+                if self.words[base + 2 * i] == key:
+                    table[key] = found = _TABLE + 2 * i + 1
+                    break
+            else:
+                return -1
+        return (found - _TABLE - 1) // 2 if found >= 0 else -1
 
     def count(self, rank: int, key: int) -> int | None:
         """How many collectives of group ``key`` ``rank`` has entered (None: not recorded)."""
@@ -357,6 +376,10 @@ def begin(name: str, grp: Group, p2p: bool = False) -> Call:
             index = b.table_index(s.rank, grp.key)
             if index >= 0:
                 w[base + index] = count
+                if call.t0:  # the time first: a peer that reads the count reads it too
+                    at = base + _ARRIVALS + 2 * (index - _TABLE - 1) + 2 * (count & 1)
+                    w[at + 1] = call.t0
+                    w[at] = count
     return call
 
 
@@ -380,11 +403,38 @@ def end(call: Call) -> None:
 def _record(call: Call) -> None:
     """The profile's span of a collective: its group (world ranks), its number among this
     rank's calls on the group (`seq`, 0 for point-to-point; ranks' spans of one collective
-    share it), the bytes this rank sends, and the time it was blocked (the span itself)."""
+    share it), the bytes this rank sends, the time it was blocked (the span itself) and, on
+    one node, `wait_us`: how much of that it waited for the last of its peers to arrive."""
     grp = call.group
-    RECORDER.add(call.name, "collective", call.t0, time.perf_counter_ns(),
-                  {"op": call.name, "group": list(grp.ranks), "label": grp.label,
-                   "seq": call.count, "bytes": call.nbytes})  # fmt: skip
+    args = {"op": call.name, "group": list(grp.ranks), "label": grp.label, "seq": call.count,
+            "bytes": call.nbytes}  # fmt: skip
+    waited = _waited(call)
+    if waited is not None:
+        args["wait_us"] = round(waited / 1e3, 3)
+    RECORDER.add(call.name, "collective", call.t0, time.perf_counter_ns(), args)
+
+
+def _waited(call: Call) -> int | None:
+    """Nanoseconds from this rank's entry into `call` to the latest entry of a peer into the
+    same collective, as the board holds them (0 when this rank came last); None without a
+    board or a count. A peer not yet arrived (the others of a broadcast need not be) did not
+    hold this rank back."""
+    s = _state
+    b = s.board
+    if b is None or not call.count or not call.t0:
+        return None
+    latest, key, parity = call.t0, call.group.key, 2 * (call.count & 1)
+    w = b.words
+    for r in call.group.ranks:
+        if r == s.rank or not 0 <= r < b.size:
+            continue
+        i = b.entry(r, key)
+        if i < 0:
+            continue
+        at = r * SLOT_WORDS + _ARRIVALS + 4 * i + parity
+        if w[at] == call.count:
+            latest = max(latest, w[at + 1])
+    return latest - call.t0
 
 
 class watch:

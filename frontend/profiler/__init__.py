@@ -9,8 +9,8 @@
 
 It records host spans: tracing, each lowering pass, IREE compiles (the background compile
 thread on its own track), module loads, every compiled call, interpreted runs, eager ops,
-DataLoader batches, collectives (group, bytes, and in a merged trace the time spent waiting
-for the other ranks), `prof.step()` intervals and `record_function` spans; with
+DataLoader batches, collectives (group, bytes, and the time spent waiting for the other
+ranks), `prof.step()` intervals and `record_function` spans; with
 `iree_dispatches=True`, IREE's own per-dispatch timings of a replay of each cpu program
 (flow/profiler/_dispatches.py). Under `flow-run -n N` every rank records its own spans and
 `export_chrome_trace` writes one file with a process track per rank. While no profile

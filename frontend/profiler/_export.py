@@ -7,8 +7,9 @@ its clock; ranks on several machines are as aligned as their clocks are.
 
 Under several ranks `export` is collective: every rank sends its spans to rank 0 over the
 world communicator and rank 0 writes the file. Merging matches the ranks' spans of each
-collective (the same group and `seq`) and adds `wait_us`, how long this rank waited for the
-last member to arrive (the latest start among the members, less its own).
+collective (the same group and `seq`) and sets `wait_us`, how long this rank waited for the
+last member to arrive (the latest start among the members, less its own; ranks on one node
+record it already, from the arrival times `flow.targets.faults` shares).
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ A step ends with each `nn.Graph` call (an evaluation graph's too), each eager
 
 * `step_ms`: the graph call, or the time since the previous step ended (eager);
 * `comm_ms`: time blocked in collectives (MPI waits, inside compiled calls or eager), which
-  includes waiting for the other ranks to arrive; a merged `flow.profiler` trace tells that
-  waiting apart (`wait_us` per collective);
+  includes `wait_ms`: the part spent waiting for the last peer of each collective to arrive
+  (from the arrival times the ranks of a `flow-run` share; None where they are not shared,
+  as under another launcher). `comm_ms - wait_ms` is the transfer itself;
 * `compute_ms`: compiled calls, interpreted runs and eager ops, less the collectives inside
   them; `calls`: the compiled calls;
 * `host_ms`: the rest (Python, tracing, compiling, data loading: `data_ms` of it);
@@ -41,7 +42,7 @@ from typing import Any
 __all__ = ["StepMetrics", "disable_metrics", "enable_metrics", "format_summary"]
 
 ACTIVE: StepMetrics | None = None  # the collector while metrics are on
-_COLUMNS = ("step", "kind", "step_ms", "compute_ms", "comm_ms", "host_ms", "data_ms",
+_COLUMNS = ("step", "kind", "step_ms", "compute_ms", "comm_ms", "wait_ms", "host_ms", "data_ms",
             "calls", "compiles", "cache_hits", "device_peak_bytes", "host_rss_peak_bytes",
             "collectives", "bytes")  # fmt: skip
 
@@ -53,10 +54,11 @@ def _recorder_base():
 
 
 class _Counters:
-    __slots__ = ("call", "eager", "comm", "data", "calls", "compiles", "hits", "bytes", "count")
+    __slots__ = ("call", "eager", "comm", "wait", "unknown_waits", "data", "calls", "compiles",
+                 "hits", "bytes", "count")  # fmt: skip
 
     def __init__(self):
-        self.call = self.eager = self.comm = self.data = 0
+        self.call = self.eager = self.comm = self.wait = self.unknown_waits = self.data = 0
         self.calls = self.compiles = self.hits = 0
         self.bytes: dict[str, int] = {}
         self.count: dict[str, int] = {}
@@ -114,6 +116,11 @@ class StepMetrics:
             c.eager += dt
         elif cat == "collective":
             c.comm += dt
+            waited = (args or {}).get("wait_us")
+            if waited is None:
+                c.unknown_waits += 1
+            else:
+                c.wait += int(waited * 1e3)
             op = str((args or {}).get("op", name)).split(" ")[0]  # "all_gather (shard shapes)"
             c.bytes[op] = c.bytes.get(op, 0) + int((args or {}).get("bytes", 0))
             c.count[op] = c.count.get(op, 0) + 1
@@ -139,10 +146,11 @@ class StepMetrics:
         c, ms = self._c, 1e-6
         step_ns = max(t1_ns - t0_ns, 0)
         busy = c.call + c.eager
-        comm = min(c.comm, busy) if busy else c.comm
+        comm = min(c.comm, busy)  # in compiled calls and eager ops; the rest between them
         record = {
             "step": len(self.steps), "kind": kind, "step_ms": step_ns * ms,
             "compute_ms": max(busy - comm, 0) * ms, "comm_ms": c.comm * ms,
+            "wait_ms": None if c.unknown_waits else min(c.wait, c.comm) * ms,
             "host_ms": max(step_ns - busy - (c.comm - comm), 0) * ms, "data_ms": c.data * ms,
             "calls": c.calls, "compiles": c.compiles, "cache_hits": c.hits,
             "device_peak_bytes": _device_peak(), "host_rss_peak_bytes": _rss_peak(),
@@ -161,6 +169,8 @@ class StepMetrics:
         for key in ("step_ms", "compute_ms", "comm_ms", "host_ms", "data_ms", "calls",
                     "compiles", "cache_hits"):  # fmt: skip
             out[key] = sum(r[key] for r in rows)
+        waits = [r["wait_ms"] for r in rows]
+        out["wait_ms"] = None if None in waits else sum(waits)
         out["bytes"], out["collectives"] = {}, {}
         for r in rows:
             for field in ("bytes", "collectives"):
@@ -244,12 +254,17 @@ def disable_metrics() -> StepMetrics | None:
     return metrics
 
 
+def _waiting(s: dict[str, Any], n: int) -> str:
+    wait = s.get("wait_ms")
+    return f" of which waiting {wait / n:.2f}" if wait and s["comm_ms"] else ""
+
+
 def format_summary(s: dict[str, Any]) -> str:
     """One line of a `summary()`: steps, ms/step and its split, bytes sent, peaks."""
     n = max(s["steps"], 1)
     sent = ", ".join(f"{k} {v / 2**20:.2f} MiB" for k, v in sorted(s["bytes"].items()))
     line = (f"{s['steps']} steps, {s['step_ms'] / n:.2f} ms/step (compute "
-            f"{s['compute_ms'] / n:.2f}, comm {s['comm_ms'] / n:.2f}, host "
+            f"{s['compute_ms'] / n:.2f}, comm {s['comm_ms'] / n:.2f}{_waiting(s, n)}, host "
             f"{s['host_ms'] / n:.2f})")  # fmt: skip
     if sent:
         line += f", sent {sent}"
