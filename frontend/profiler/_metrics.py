@@ -14,7 +14,9 @@ A step ends with each `nn.Graph` call (an evaluation graph's too), each eager
 * `comm_ms`: time blocked in collectives (MPI waits, inside compiled calls or eager), which
   includes `wait_ms`: the part spent waiting for the last peer of each collective to arrive
   (from the arrival times the ranks of a `flow-run` share; None where they are not shared,
-  as under another launcher). `comm_ms - wait_ms` is the transfer itself;
+  as under another launcher, and for a step with point-to-point transfers, such as a
+  pipeline's sends and receives, whose waits are not split). `comm_ms - wait_ms` is the
+  transfer itself;
 * `compute_ms`: compiled calls, interpreted runs and eager ops, less the collectives inside
   them; `calls`: the compiled calls;
 * `host_ms`: the rest (Python, tracing, compiling, data loading: `data_ms` of it);
