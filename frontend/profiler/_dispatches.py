@@ -111,7 +111,7 @@ def _run(vmfb: bytes, name: str, inputs: tuple) -> list[dict]:
         args = []
         for i, a in enumerate(inputs):
             if a.ndim == 0:  # the tool reads a 0-d .npy as shape [1]: a scalar goes as text
-                value = a.item() if a.dtype.kind == "f" else int(a)
+                value = float(a) if a.dtype.kind in "fV" else int(a)  # V: bfloat16
                 args.append(f"--input={as_dtype(a.dtype).ir_name}={value!r}")
                 continue
             path = os.path.join(tmp, f"in{i}.npy")
