@@ -408,33 +408,12 @@ def _record(call: Call) -> None:
     grp = call.group
     args = {"op": call.name, "group": list(grp.ranks), "label": grp.label, "seq": call.count,
             "bytes": call.nbytes}  # fmt: skip
-    waited = _waited(call)
+    from flow.targets import peers  # (the supervisor runs this file with nothing of flow)
+
+    waited = peers.waited(call)
     if waited is not None:
         args["wait_us"] = round(waited / 1e3, 3)
     RECORDER.add(call.name, "collective", call.t0, time.perf_counter_ns(), args)
-
-
-def _waited(call: Call) -> int | None:
-    """Nanoseconds from this rank's entry into `call` to the latest entry of a peer into the
-    same collective, as the board holds them (0 when this rank came last); None without a
-    board or a count. A peer not yet arrived (the others of a broadcast need not be) did not
-    hold this rank back."""
-    s = _state
-    b = s.board
-    if b is None or not call.count or not call.t0:
-        return None
-    latest, key, parity = call.t0, call.group.key, 2 * (call.count & 1)
-    w = b.words
-    for r in call.group.ranks:
-        if r == s.rank or not 0 <= r < b.size:
-            continue
-        i = b.entry(r, key)
-        if i < 0:
-            continue
-        at = r * SLOT_WORDS + _ARRIVALS + 4 * i + parity
-        if w[at] == call.count:
-            latest = max(latest, w[at + 1])
-    return latest - call.t0
 
 
 class watch:
@@ -476,6 +455,8 @@ def _start_watchdog() -> None:
 
 
 def _watch_loop() -> None:
+    from flow.targets import peers
+
     while True:
         time.sleep(POLL_S)
         call = _state.current
@@ -488,11 +469,12 @@ def _watch_loop() -> None:
         gone = _gone_members(call)
         waited = time.monotonic() - call.start
         if gone:
-            short = f"ranks {gone} will never arrive in {_head(call)}"
-            _fatal(_gone_message(call, gone), short)
+            short = f"ranks {gone} will never arrive in {peers.head(call)}"
+            _fatal(peers.gone_message(call, gone), short)
         elif timeout and waited >= timeout:
-            short = f"waited {waited:.0f} s in {_head(call)} for ranks {_not_arrived(call)}"
-            _fatal(_timeout_message(call, waited), short)
+            short = (f"waited {waited:.0f} s in {peers.head(call)} for ranks "
+                     f"{peers.not_arrived(call)}")  # fmt: skip
+            _fatal(peers.timeout_message(call, waited), short)
 
 
 def _gone_members(call: Call) -> list[int]:
@@ -520,68 +502,6 @@ def _gone_members(call: Call) -> list[int]:
                 out.append(r)
     call.seen_gone = seen
     return out
-
-
-def _where(r: int, call: Call) -> str:
-    """What member ``r`` is doing, for a report."""
-    b = _state.board
-    if b is None:
-        return "unknown (no arrival record: the run was not started by flow's launcher)"
-    ending = b.ending(r)
-    if ending:
-        return ending
-    entered = b.count(r, call.group.key)
-    so_far = "" if entered is None else f"; it has entered {entered} of this group's collectives"
-    if b.word(r, _IN):
-        name = _name_of.get(b.word(r, _NAME), "an unknown call")
-        other = _by_key.get(b.word(r, _KEY))
-        on = f" ({other.describe()})" if other is not None else ""
-        return f"waiting in '{name}'{on}{so_far}"
-    return f"running, not in a collective{so_far}"
-
-
-def _not_arrived(call: Call) -> list[int]:
-    b = _state.board
-    peers = [r for r in call.group.ranks if r != _state.rank]
-    if b is None or not call.count:
-        return peers
-    out = []
-    for r in peers:
-        entered = b.count(r, call.group.key) if 0 <= r < b.size else None
-        if entered is None or entered < call.count:
-            out.append(r)
-    return out
-
-
-def _head(call: Call) -> str:
-    if not call.count:
-        return f"the point-to-point call '{call.name}' ({call.group.describe()})"
-    return f"the collective '{call.name}' #{call.count} ({call.group.describe()})"
-
-
-def _gone_message(call: Call, gone: Sequence[int]) -> str:
-    who = "; ".join(f"rank {r} {_where(r, call)}" for r in gone)
-    return (
-        f"flow: rank {_state.rank} is waiting in {_head(call)}; ranks not arrived: "
-        f"{list(gone)}, and they never will: {who}. Aborting every rank."
-    )
-
-
-def _timeout_message(call: Call, waited: float) -> str:
-    missing = _not_arrived(call)
-    if missing:
-        detail = "ranks not arrived: " + str(missing) + " (" + "; ".join(
-            f"rank {r}: {_where(r, call)}" for r in missing
-        ) + ")"
-    else:
-        detail = "every rank of the group has arrived, in other calls: " + "; ".join(
-            f"rank {r}: {_where(r, call)}" for r in call.group.ranks if r != _state.rank
-        )
-    return (
-        f"flow: rank {_state.rank} waited {waited:.0f} s in {_head(call)}; {detail}. The "
-        f"ranks' programs disagree on their collectives, or a peer is stuck. Aborting every "
-        f"rank; {_mpi().TIMEOUT_ENV} sets this bound in seconds."
-    )
 
 
 def _fatal(message: str, short: str) -> None:

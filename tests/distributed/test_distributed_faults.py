@@ -96,7 +96,7 @@ def test_supervisor_records_how_a_rank_ended(tmp_path, code, status):
 def test_reports_name_the_ranks_not_arrived_and_where_they_are(tmp_path, monkeypatch):
     # Rank 0's view of a 3-rank board, without MPI: rank 1 reached the same barrier, rank 2 is
     # in another collective, then finishes its script.
-    from flow.targets import faults
+    from flow.targets import faults, peers
 
     state = faults._State()
     monkeypatch.setattr(faults, "_state", state)
@@ -109,8 +109,8 @@ def test_reports_name_the_ranks_not_arrived_and_where_they_are(tmp_path, monkeyp
     board.set(2, faults._NAME, faults._name_crc("all_gather"))
     board.set(2, faults._KEY, faults.group("global tensors", (1, 2)).key)
     call = faults.Call("barrier", world, 2, 0.0, None)
-    assert faults._not_arrived(call) == [2]
-    message = faults._timeout_message(call, 5.0)
+    assert peers.not_arrived(call) == [2]
+    message = peers.timeout_message(call, 5.0)
     assert "waited 5 s in the collective 'barrier' #2 (world: ranks [0, 1, 2])" in message
     assert (
         "ranks not arrived: [2] (rank 2: waiting in 'all_gather' (global tensors: ranks [1, 2]); "
@@ -120,4 +120,4 @@ def test_reports_name_the_ranks_not_arrived_and_where_they_are(tmp_path, monkeyp
     board.set(2, faults._IN, 0)
     board.set_state(2, faults.FINISHED, 0, how=0)
     assert faults._gone_members(call) == [2]
-    assert "rank 2 finished (the end of its script, exit code 0)" in faults._gone_message(call, [2])
+    assert "rank 2 finished (the end of its script, exit code 0)" in peers.gone_message(call, [2])
