@@ -49,6 +49,12 @@ _TABLE, _TABLE_SIZE = 12, 16  # (group key, collectives entered) pairs
 # learns when the last of its peers arrived (a peer is at most one collective further on).
 _ARRIVALS = _TABLE + 2 * _TABLE_SIZE
 SLOT_WORDS = _ARRIVALS + 4 * _TABLE_SIZE
+
+
+def arrival_word(entry: int, count: int) -> int:
+    """The word (in a slot) of the (count, entry time) pair of table entry ``entry``'s
+    collective number ``count``."""
+    return _ARRIVALS + 4 * entry + 2 * (count & 1)
 HOW = {0: "the end of its script", 1: "sys.exit", 2: "interpreter exit"}
 
 
@@ -377,7 +383,7 @@ def begin(name: str, grp: Group, p2p: bool = False) -> Call:
             if index >= 0:
                 w[base + index] = count
                 if call.t0:  # the time first: a peer that reads the count reads it too
-                    at = base + _ARRIVALS + 2 * (index - _TABLE - 1) + 2 * (count & 1)
+                    at = base + arrival_word((index - _TABLE - 1) // 2, count)
                     w[at + 1] = call.t0
                     w[at] = count
     return call

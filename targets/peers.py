@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import faults
-from .faults import _ARRIVALS, _IN, _KEY, _NAME, SLOT_WORDS, Call
+from .faults import _IN, _KEY, _NAME, SLOT_WORDS, Call, arrival_word
 
 __all__ = ["gone_message", "head", "not_arrived", "timeout_message", "waited", "where"]
 
@@ -83,7 +83,7 @@ def waited(call: Call) -> int | None:
     b = s.board
     if b is None or not call.count or not call.t0:
         return None
-    latest, key, parity = call.t0, call.group.key, 2 * (call.count & 1)
+    latest, key = call.t0, call.group.key
     w = b.words
     for r in call.group.ranks:
         if r == s.rank or not 0 <= r < b.size:
@@ -91,7 +91,7 @@ def waited(call: Call) -> int | None:
         i = b.entry(r, key)
         if i < 0:
             continue
-        at = r * SLOT_WORDS + _ARRIVALS + 4 * i + parity
+        at = r * SLOT_WORDS + arrival_word(i, call.count)
         if w[at] == call.count:
             latest = max(latest, w[at + 1])
     return latest - call.t0
