@@ -81,16 +81,31 @@ def _lower_matmul(op: flow.MatmulOp) -> Lowered:
         affine_map(nb + 3, rhs_dims),
         affine_map(nb + 3, (*batch, m, n)),
     ]
+    ops, init = _init(0, ty)
+    gen = generic([lhs, rhs], init, maps, iterators((False,) * (nb + 2) + (True,)),
+                  _multiply_add(el))  # fmt: skip
+    return [*ops, gen], gen.results[0]
+
+
+def matmul_2d(lhs: SSAValue, rhs: SSAValue, ty: TensorType) -> Lowered:
+    """The product `[M, K] x [K, N]` of two tensors, of type `ty` `[M, N]`."""
+    maps = [affine_map(3, (0, 2)), affine_map(3, (2, 1)), affine_map(3, (0, 1))]
+    ops, init = _init(0, ty)
+    gen = generic([lhs, rhs], init, maps, iterators((False, False, True)),
+                  _multiply_add(ty.element_type))  # fmt: skip
+    return [*ops, gen], gen.results[0]
+
+
+def _multiply_add(el: Attribute) -> Callable[[Sequence[SSAValue]], Lowered]:
+    """The body of a contraction over `el`: `acc + a * b`."""
     mul, add = (arith.MulfOp, arith.AddfOp) if is_float(el) else (arith.MuliOp, arith.AddiOp)
 
-    def body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
+    def body(a: Sequence[SSAValue]) -> Lowered:
         p = binary(mul, a[0], a[1])
         s = binary(add, a[2], p.results[0])
         return [p, s], s.results[0]
 
-    ops, init = _init(0, ty)
-    gen = generic([lhs, rhs], init, maps, iterators((False,) * (nb + 2) + (True,)), body)
-    return [*ops, gen], gen.results[0]
+    return body
 
 
 def _through_transpose(value: SSAValue, dims: tuple[int, ...]) -> tuple[SSAValue, tuple[int, ...]]:

@@ -6,25 +6,31 @@ reads the padded operand at `out * stride + window * dilation` (an affine,
 non-projected map, as linalg's named conv and pooling ops use).
 Convolution is a contraction over input channels and kernel positions into a
 zero-filled result; grouped convolution first splits the channel dims with
-`tensor.expand_shape` so each group is an extra parallel loop. reduce_window
-takes a `tensor.empty` of the window shape as a second input, as linalg's
-pooling ops do, so the window positions are reduction loops of the domain.
+`tensor.expand_shape` so each group is an extra parallel loop. An ungrouped one of
+static shapes is instead a copy of the input's patches (read through that same map) and
+one 2-D product, which IREE data-tiles (`_conv_as_gemm`), unless the patches would be too
+large. reduce_window takes a `tensor.empty` of the window shape as a second input, as
+linalg's pooling ops do, so the window positions are reduction loops of the domain.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import prod
 
-from xdsl.dialects import arith, tensor
+from xdsl.dialects import tensor
 from xdsl.dialects.builtin import AffineMapAttr, DenseArrayBase, IndexType, TensorType, i32, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from flow.dialect import window as flow
 from flow.dialect.ops import is_float
+from flow.dialect.sbp import element_bytes
 
+from ._iree_ops import OptimizationBarrierOp as UtilBarrierOp
 from ._linalg_builders import (
     Lowered,
+    affine_map,
     binary,
     build,
     collapse,
@@ -35,7 +41,7 @@ from ._linalg_builders import (
     iterators,
     scalar_constant,
 )
-from ._structured import _COMBINERS, _identity, _init
+from ._structured import _COMBINERS, _identity, _init, _multiply_add, matmul_2d
 
 
 def _pad(value: SSAValue, pads: Sequence[Sequence[int]], fill: float) -> Lowered:
@@ -124,7 +130,9 @@ def _map(num_dims: int, exprs: Sequence[AffineExpr | int]) -> AffineMapAttr:
 
 
 def _lower_conv(op: flow.ConvOp) -> Lowered:
-    """Loops `(n, [g,] oc, o..., ic, k...)`; the input is read at `o * stride + k * dilation`."""
+    """Loops `(n, [g,] oc, o..., ic, k...)`; the input is read at `o * stride + k * dilation`.
+    An ungrouped convolution of static shapes whose patches fit `IM2COL_MAX_BYTES` is
+    lowered as a matrix product of patches instead (`_conv_as_gemm`)."""
     ty = op.result.type
     el = ty.element_type
     p = op.params()
@@ -137,6 +145,9 @@ def _lower_conv(op: flow.ConvOp) -> Lowered:
         for o, k, s, d in zip(out_shape[2:], ws[2:], p["strides"], p["dilations"])
     ]
     ops, x = _windowed(op.input, [(0, 0), (0, 0), *p["padding"]], [*xs[:2], *extents], 0)
+    if groups == 1 and _gemm_fits(xs, ws, out_shape, el):
+        gemm_ops, value = _conv_as_gemm(x, op.weight, ty, p["strides"], p["dilations"])
+        return ops + gemm_ops, value
     w: SSAValue = op.weight
     g = 1 if groups > 1 else 0  # an extra loop for the group
     if g:
@@ -165,16 +176,9 @@ def _lower_conv(op: flow.ConvOp) -> Lowered:
     acc_ty = (
         TensorType(el, [out_shape[0], groups, out_shape[1] // groups, *out_shape[2:]]) if g else ty
     )
-    mul, add = (arith.MulfOp, arith.AddfOp) if is_float(el) else (arith.MuliOp, arith.AddiOp)
-
-    def body(a: Sequence[SSAValue]) -> Lowered:
-        prod = binary(mul, a[0], a[1])
-        acc = binary(add, a[2], prod.results[0])
-        return [prod, acc], acc.results[0]
-
     init_ops, init = _init(0, acc_ty)
     kinds = (False,) * (2 + g + n) + (True,) * (1 + n)
-    gen = generic([x, w], init, maps, iterators(kinds), body)
+    gen = generic([x, w], init, maps, iterators(kinds), _multiply_add(el))
     ops += [*init_ops, gen]
     value = gen.results[0]
     if g:
@@ -182,6 +186,64 @@ def _lower_conv(op: flow.ConvOp) -> Lowered:
         ops.append(c)
         value = c.results[0]
     return ops, value
+
+
+# The largest patches tensor (`[C_in * prod(kernel), N * prod(out)]`) a convolution is
+# lowered through; larger ones keep the direct loop nest, which reads the input in place.
+IM2COL_MAX_BYTES = 1 << 27
+
+
+def _gemm_fits(xs: Sequence[int], ws: Sequence[int], out_shape: Sequence[int],
+               el: Attribute) -> bool:  # fmt: skip
+    """Whether a convolution of these shapes is lowered as a product of patches."""
+    shapes = [*xs, *ws, *out_shape]
+    if any(s <= 0 for s in shapes):  # dynamic (-1) or empty dims
+        return False
+    patches = ws[1] * prod(ws[2:]) * out_shape[0] * prod(out_shape[2:])
+    return patches * element_bytes(el) <= IM2COL_MAX_BYTES
+
+
+def _conv_as_gemm(x: SSAValue, w: SSAValue, ty: TensorType, strides: Sequence[int],
+                  dilations: Sequence[int]) -> Lowered:  # fmt: skip
+    """An ungrouped convolution of the windowed input `x` `[N, C_in, *extents]` with `w`
+    `[C_out, C_in, *k]` as one 2-D matrix product (im2col, as Caffe and cuDNN's GEMM
+    algorithms do): the patches `[C_in * prod(k), N * prod(out)]` are copied out of `x`,
+    `w` is read as `[C_out, C_in * prod(k)]`, and the `[C_out, N, *out]` product is
+    transposed to `[N, C_out, *out]`. IREE data-tiles a plain product; its code for the
+    direct loop nest of a small convolution runs an order of magnitude slower."""
+    el = ty.element_type
+    out_shape = ty.get_shape()
+    ws = w.type.get_shape()
+    n = len(out_shape) - 2
+    batch, c_out, outs = out_shape[0], out_shape[1], out_shape[2:]
+    c_in, ks = ws[1], ws[2:]
+    rows, cols = c_in * prod(ks), batch * prod(outs)
+    # patches: loops (ic, k..., b, o...), reading x at (b, ic, o * stride + k * dilation)
+    nd = 2 + 2 * n
+    ic, b = 0, 1 + n
+    kd = [1 + i for i in range(n)]
+    od = [2 + n + i for i in range(n)]
+    spatial = [_window_expr(o, k, s, d) for o, k, s, d in zip(od, kd, strides, dilations)]
+    patch_ty = TensorType(el, [c_in, *ks, batch, *outs])
+    init = empty(patch_ty)
+    patches = generic([x], init.tensor, [_map(nd, [b, ic, *spatial]), identity_map(nd)],
+                      iterators((False,) * nd), lambda a: ([], a[0]))  # fmt: skip
+    flat_patches = collapse(patches.results[0], [list(range(1 + n)), list(range(1 + n, nd))],
+                            TensorType(el, [rows, cols]))  # fmt: skip
+    flat_w = collapse(w, [[0], list(range(1, 2 + n))], TensorType(el, [c_out, rows]))
+    gemm_ops, product = matmul_2d(flat_w.results[0], flat_patches.results[0],
+                                  TensorType(el, [c_out, cols]))  # fmt: skip
+    # (a barrier: IREE would otherwise fold the transpose below into the product, whose
+    # batched result layout it then does not data-tile)
+    barrier = UtilBarrierOp.make([product])
+    gemm_ops.append(barrier)
+    grid = expand(barrier.results[0], [[0], list(range(1, 2 + n))],
+                  TensorType(el, [c_out, batch, *outs]))  # fmt: skip
+    out = empty(ty)
+    swap = generic([grid.results[0]], out.tensor,
+                   [affine_map(2 + n, (1, 0, *range(2, 2 + n))), identity_map(2 + n)],
+                   iterators((False,) * (2 + n)), lambda a: ([], a[0]))  # fmt: skip
+    return [init, patches, flat_patches, flat_w, *gemm_ops, grid, out, swap], swap.results[0]
 
 
 def _lower_reduce_window(op: flow.ReduceWindowOp) -> Lowered:

@@ -245,6 +245,33 @@ def test_conv_non_contiguous_numpy_input(rng):
                                atol=1e-6)  # fmt: skip
 
 
+def test_conv_as_gemm_half_batch_of_one(rng):
+    """Ungrouped static convolutions compile to a product of patches (lowering/_window.py):
+    float16 to its rounding, a batch of one, strides and dilations (ints: the lit test)."""
+    x, w = data(rng, (1, 3, 9, 8), np.float16), data(rng, (5, 3, 3, 2), np.float16)
+    kw = dict(stride=(2, 1), padding=(1, 2), dilation=(1, 2))
+    check(lambda a, c: F.conv2d(a, c, **kw),
+          lambda a, c: ref_conv(a.astype(np.float64), c.astype(np.float64), **kw).astype(a.dtype),
+          x, w, rtol=1e-2, atol=2e-2)  # fmt: skip
+
+
+def test_conv_as_gemm_matches_the_direct_loop_nest(rng, monkeypatch, tmp_path):
+    """The same convolution compiled both ways, patches and a product or the loop nest that
+    reads the input in place (the lowering's choice for patches over IM2COL_MAX_BYTES)."""
+    import flow.lowering._window as lowering_window
+
+    monkeypatch.setenv("FLOW_CACHE_DIR", str(tmp_path))  # the module attribute is not in the key
+    x, w = data(rng, (3, 4, 10, 9)), data(rng, (6, 4, 3, 3))
+    fn = lambda a, c: F.conv2d(a, c, stride=2, padding=1)  # noqa: E731
+    gemm = flow.jit(fn, sync_compile=True)(x, w).numpy()
+    monkeypatch.setattr(lowering_window, "IM2COL_MAX_BYTES", 0)
+    monkeypatch.setenv("FLOW_NO_CACHE", "1")
+    direct = flow.jit(fn, sync_compile=True)(x, w).numpy()
+    ref = ref_conv(x.astype(np.float64), w.astype(np.float64), stride=2, padding=1)
+    np.testing.assert_allclose(gemm, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(direct, ref, rtol=1e-5, atol=1e-5)
+
+
 def test_conv_empty_batch(rng):
     x, w = data(rng, (0, 4, 6, 5)), data(rng, (2, 2, 3, 3))
     check(lambda a, c: F.conv2d(a, c, padding=1, groups=2),

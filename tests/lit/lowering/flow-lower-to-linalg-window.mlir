@@ -5,20 +5,30 @@
 // The lowered IR, printed in generic form, must be accepted by IREE's own parser and verifier:
 // RUN: flow-opt %s --split-input-file -p flow-lower-to-linalg --print-op-generic | iree-opt --split-input-file > /dev/null
 
-// Without padding or groups: a zero-filled contraction over (ic, kh, kw); the input is read at
-// (oh + kh, ow + kw).
+// Without padding or groups, static shapes: im2col. A copy generic gathers the patches
+// [ic, kh, kw, n, oh, ow] (the input read at (n, ic, oh + kh, ow + kw)), one 2-D product takes
+// the weight as [oc, ic*kh*kw] times the patches as [ic*kh*kw, n*oh*ow], and the [oc, n, ...]
+// product (behind a barrier, so IREE keeps it a plain product) is transposed to [n, oc, ...].
 // CHECK-LABEL: func.func @conv2d(
 // CHECK-SAME:    %[[X:[^:]+]]: tensor<1x3x8x8xf32>, %[[W:[^:]+]]: tensor<4x3x3x3xf32>
 // CHECK-NOT:     tensor.pad
-// CHECK:         %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
-// CHECK-NEXT:    %[[EMPTY:.*]] = tensor.empty() : tensor<1x4x6x6xf32>
-// CHECK-NEXT:    %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[EMPTY]] : tensor<1x4x6x6xf32>)
-// CHECK-NEXT:    %[[R:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, (d2 + d5), (d3 + d6))>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
-// CHECK-SAME:      ins(%[[X]], %[[W]] : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) outs(%[[INIT]] : tensor<1x4x6x6xf32>)
+// CHECK:         %[[PE:.*]] = tensor.empty() : tensor<3x3x3x1x6x6xf32>
+// CHECK-NEXT:    %[[PATCHES:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5) -> (d3, d0, (d4 + d1), (d5 + d2))>, affine_map<(d0, d1, d2, d3, d4, d5) -> (d0, d1, d2, d3, d4, d5)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "parallel", "parallel"]} ins(%[[X]] : tensor<1x3x8x8xf32>) outs(%[[PE]] : tensor<3x3x3x1x6x6xf32>)
+// CHECK:         %[[P2:.*]] = tensor.collapse_shape %[[PATCHES]] {{\[}}[0 : i64, 1 : i64, 2 : i64], [3 : i64, 4 : i64, 5 : i64]] : tensor<3x3x3x1x6x6xf32> into tensor<27x36xf32>
+// CHECK-NEXT:    %[[W2:.*]] = tensor.collapse_shape %[[W]] {{\[}}[0 : i64], [1 : i64, 2 : i64, 3 : i64]] : tensor<4x3x3x3xf32> into tensor<4x27xf32>
+// CHECK-NEXT:    %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK-NEXT:    %[[EMPTY:.*]] = tensor.empty() : tensor<4x36xf32>
+// CHECK-NEXT:    %[[INIT:.*]] = linalg.fill ins(%[[ZERO]] : f32) outs(%[[EMPTY]] : tensor<4x36xf32>)
+// CHECK-NEXT:    %[[PROD:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]}
+// CHECK-SAME:      ins(%[[W2]], %[[P2]] : tensor<4x27xf32>, tensor<27x36xf32>) outs(%[[INIT]] : tensor<4x36xf32>)
 // CHECK-NEXT:    ^bb0(%[[A:[^:]+]]: f32, %[[B:[^:]+]]: f32, %[[ACC:[^:]+]]: f32):
 // CHECK-NEXT:      %[[P:.*]] = arith.mulf %[[A]], %[[B]] : f32
 // CHECK-NEXT:      %[[S:.*]] = arith.addf %[[ACC]], %[[P]] : f32
 // CHECK-NEXT:      linalg.yield %[[S]] : f32
+// CHECK:         %[[BAR:.*]] = "util.optimization_barrier"(%[[PROD]])
+// CHECK-NEXT:    %[[GRID:.*]] = tensor.expand_shape %[[BAR]] {{\[}}[0 : i64], [1 : i64, 2 : i64, 3 : i64]] output_shape [4, 1, 6, 6] : tensor<4x36xf32> into tensor<4x1x6x6xf32>
+// CHECK:         %[[R:.*]] = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d0, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>]
+// CHECK-SAME:      ins(%[[GRID]] : tensor<4x1x6x6xf32>)
 // CHECK:         func.return %[[R]] : tensor<1x4x6x6xf32>
 func.func @conv2d(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
   %0 = flow.conv %x, %w, strides = [1, 1], dilations = [1, 1], padding = [0, 0, 0, 0], groups = 1 : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32> -> tensor<1x4x6x6xf32>
@@ -28,19 +38,33 @@ func.func @conv2d(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x
 // -----
 
 // Padding becomes tensor.pad with zeros; strides and dilations scale the loop dims of the
-// input map; integers multiply and add with muli / addi.
+// patches' input map; integers multiply and add with muli / addi.
 // CHECK-LABEL: func.func @conv1d_int(
 // CHECK:         %[[PAD:.*]] = tensor.pad %{{.*}} low[0, 0, 0] high[0, 0, 1] {
 // CHECK:           %[[Z:.*]] = arith.constant 0 : i32
 // CHECK-NEXT:      tensor.yield %[[Z]] : i32
 // CHECK-NEXT:    } : tensor<2x3x9xi32> to tensor<2x3x10xi32>
-// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4) -> (d0, d3, ((d2 * 3) + (d4 * 2)))>, affine_map<(d0, d1, d2, d3, d4) -> (d1, d3, d4)>, affine_map<(d0, d1, d2, d3, d4) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]}
-// CHECK-SAME:      ins(%[[PAD]], %{{.*}} : tensor<2x3x10xi32>, tensor<2x3x4xi32>)
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d2, d0, ((d3 * 3) + (d1 * 2)))>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>]
+// CHECK-SAME:      ins(%[[PAD]] : tensor<2x3x10xi32>) outs(%{{.*}} : tensor<3x4x2x2xi32>)
 // CHECK:           arith.muli
 // CHECK-NEXT:      arith.addi
 func.func @conv1d_int(%x: tensor<2x3x9xi32>, %w: tensor<2x3x4xi32>) -> tensor<2x2x2xi32> {
   %0 = flow.conv %x, %w, strides = [3], dilations = [2], padding = [0, 1], groups = 1 : tensor<2x3x9xi32>, tensor<2x3x4xi32> -> tensor<2x2x2xi32>
   return %0 : tensor<2x2x2xi32>
+}
+
+// -----
+
+// Patches past IM2COL_MAX_BYTES (here 576 x 262144 f32, 576 MiB): the direct loop nest, a
+// zero-filled contraction over (ic, kh, kw) reading the input in place at (oh + kh, ow + kw).
+// CHECK-LABEL: func.func @conv2d_large(
+// CHECK-SAME:    %[[X:[^:]+]]: tensor<64x64x66x66xf32>, %[[W:[^:]+]]: tensor<64x64x3x3xf32>
+// CHECK-NOT:     tensor.collapse_shape
+// CHECK:         linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d4, (d2 + d5), (d3 + d6))>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d1, d4, d5, d6)>, affine_map<(d0, d1, d2, d3, d4, d5, d6) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction", "reduction", "reduction"]}
+// CHECK-SAME:      ins(%[[X]], %[[W]] : tensor<64x64x66x66xf32>, tensor<64x64x3x3xf32>)
+func.func @conv2d_large(%x: tensor<64x64x66x66xf32>, %w: tensor<64x64x3x3xf32>) -> tensor<64x64x64x64xf32> {
+  %0 = flow.conv %x, %w, strides = [1, 1], dilations = [1, 1], padding = [0, 0, 0, 0], groups = 1 : tensor<64x64x66x66xf32>, tensor<64x64x3x3xf32> -> tensor<64x64x64x64xf32>
+  return %0 : tensor<64x64x64x64xf32>
 }
 
 // -----
