@@ -145,7 +145,7 @@ def _lower_conv(op: flow.ConvOp) -> Lowered:
         for o, k, s, d in zip(out_shape[2:], ws[2:], p["strides"], p["dilations"])
     ]
     ops, x = _windowed(op.input, [(0, 0), (0, 0), *p["padding"]], [*xs[:2], *extents], 0)
-    if groups == 1 and _gemm_fits(xs, ws, out_shape, el):
+    if groups == 1 and _gemm_fits(xs, ws, out_shape, el):  # (conv_workspace_bytes agrees)
         gemm_ops, value = _conv_as_gemm(x, op.weight, ty, p["strides"], p["dilations"])
         return ops + gemm_ops, value
     w: SSAValue = op.weight
@@ -201,6 +201,19 @@ def _gemm_fits(xs: Sequence[int], ws: Sequence[int], out_shape: Sequence[int],
         return False
     patches = ws[1] * prod(ws[2:]) * out_shape[0] * prod(out_shape[2:])
     return patches * element_bytes(el) <= IM2COL_MAX_BYTES
+
+
+def conv_workspace_bytes(op: flow.ConvOp) -> int:
+    """The bytes `op`'s lowering allocates beside its operands and result while it runs: of
+    a product of patches (`_conv_as_gemm`) the patches, the copy a data-tiled product packs
+    them into, and the product before its transpose; of the loop nest none (for
+    flow.lowering.memory_analysis)."""
+    ty = op.result.type
+    xs, ws, out_shape = op.input.type.get_shape(), op.weight.type.get_shape(), ty.get_shape()
+    if op.params()["groups"] != 1 or not _gemm_fits(xs, ws, out_shape, ty.element_type):
+        return 0
+    patches = ws[1] * prod(ws[2:]) * out_shape[0] * prod(out_shape[2:])
+    return (2 * patches + prod(out_shape)) * element_bytes(ty.element_type)
 
 
 def _conv_as_gemm(x: SSAValue, w: SSAValue, ty: TensorType, strides: Sequence[int],

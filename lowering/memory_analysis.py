@@ -12,7 +12,10 @@ when its ops run in block order (the order the pipeline schedule fixes for a pip
 * a value an op makes is alive from that op to its last use (a use inside a nested region
   counts at the op holding the region); results of the function live to the end;
 * a value is its tensor type's bytes (`flow.dialect.sbp.tensor_bytes`); values that are not
-  tensors, and tensors with dynamic dims, count 0.
+  tensors, and tensors with dynamic dims, count 0;
+* an op whose lowering allocates temporaries of its own counts them while it runs: a
+  convolution lowered as a product of patches, its patches and their packed copy
+  (`conv_workspace_bytes`).
 
 `peak_live_bytes` is the estimate of the program's peak memory: the arguments plus the most
 bytes of computed values alive at once. Run it on the program after the flow-level passes of
@@ -34,9 +37,12 @@ from dataclasses import dataclass
 
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from flow.dialect.sbp import tensor_bytes
+from flow.dialect.window import ConvOp
+
+from ._window import conv_workspace_bytes
 
 __all__ = ["MemoryAnalysis", "flow_level_steps", "handoff_memory_analysis", "memory_analysis",
            "peak_live_bytes", "value_bytes"]
@@ -122,12 +128,20 @@ def memory_analysis(f: func.FuncOp) -> MemoryAnalysis:
             end = last_use.get(r, i)
             total, temps = dies.get(end, (0, 0))
             dies[end] = (total + n, temps + (n if is_temp else 0))
-        peak, temp_peak = max(peak, live), max(temp_peak, temp)
+        own = _workspace(op)
+        peak, temp_peak = max(peak, live + own), max(temp_peak, temp + own)
         total, temps = dies.pop(i, (0, 0))
         live, temp = live - total, temp - temps
     return MemoryAnalysis(argument_size_in_bytes=arguments, output_size_in_bytes=outputs,
                           alias_size_in_bytes=0, temp_size_in_bytes=temp_peak,
                           peak_live_bytes=arguments + peak)  # fmt: skip
+
+
+def _workspace(op: Operation) -> int:
+    """The temporaries `op`'s own lowering allocates while it runs (see the module doc)."""
+    if isinstance(op, ConvOp):
+        return conv_workspace_bytes(op)
+    return 0
 
 
 def peak_live_bytes(f: func.FuncOp) -> int:
