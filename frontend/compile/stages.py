@@ -17,9 +17,7 @@ import functools
 import io
 import os
 from dataclasses import dataclass, field
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -369,11 +367,15 @@ class Compiled(Program):
 
 
 class _DriverTrial:
-    """Runs a cpu program's first calls on `local-task` and `local-sync` in turn, then keeps
-    local-sync if it is clearly faster (by MARGIN), else local-task. Worker threads pay off on
-    big kernels (the MLP step), while a program of many small dispatches runs faster on the
-    calling thread, without waking workers for each one (the LeNet step: 2x). Results are host memory on both drivers, so parameters
-    stay resident across the switch. Skipped when `FLOW_CPU_DRIVER` names a driver."""
+    """Runs a cpu program's first calls on `local-task`, then as many on `local-sync`, and
+    keeps local-sync if it is clearly faster (by MARGIN), else local-task. Worker threads pay
+    off on big kernels (the MLP step), while a program of many small dispatches runs faster
+    on the calling thread, without waking workers for each one (the LeNet step: 2x). Each
+    driver's calls run in one block, its first call untimed (the module loads its
+    executables): right after a local-task call its workers still spin on the cores, which
+    slowed an interleaved local-sync call by half. Results are host memory on both drivers,
+    so parameters stay resident across the switch. Skipped when `FLOW_CPU_DRIVER` names a
+    driver."""
 
     SAMPLES = 5  # timed calls per driver, after one untimed first call on each
     MARGIN = 0.75  # local-sync must be this much faster: a burst of load must not flip a choice
@@ -396,18 +398,18 @@ class _DriverTrial:
         if self._best is not None:  # decided (for holders of this object)
             return self._best(*inputs)
         self._calls += 1
-        if self._calls == 1:
-            return self._fns["local-task"](*inputs)
-        if "local-sync" not in self._fns:  # its first call loads its executables: untimed
-            from flow.targets import load
+        block = self.SAMPLES + 1
+        driver = "local-task" if self._calls <= block else "local-sync"
+        if self._calls in (1, block + 1):  # a driver's first call: untimed
+            if driver not in self._fns:
+                from flow.targets import load
 
-            self._fns["local-sync"] = load(self._vmfb, "cpu", driver="local-sync")[self._name]
-            return self._fns["local-sync"](*inputs)
-        driver = min(self._times, key=lambda d: len(self._times[d]))
+                self._fns[driver] = load(self._vmfb, "cpu", driver=driver)[self._name]
+            return self._fns[driver](*inputs)
         t0 = time.perf_counter()
         out = self._fns[driver](*inputs)
         self._times[driver].append(time.perf_counter() - t0)
-        if all(len(ts) >= self.SAMPLES for ts in self._times.values()):
+        if self._calls == 2 * block:
             import statistics
 
             # medians: local-task's slower calls (waking its workers) are part of its cost
