@@ -20,12 +20,12 @@ from math import prod
 
 from xdsl.dialects import tensor
 from xdsl.dialects.builtin import AffineMapAttr, DenseArrayBase, IndexType, TensorType, i32, i64
-from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 
 from flow.dialect import window as flow
 from flow.dialect.ops import is_float
-from flow.dialect.sbp import element_bytes
+from flow.dialect.sbp import element_bytes, tensor_bytes
 
 from ._iree_ops import OptimizationBarrierOp as UtilBarrierOp
 from ._linalg_builders import (
@@ -145,7 +145,7 @@ def _lower_conv(op: flow.ConvOp) -> Lowered:
         for o, k, s, d in zip(out_shape[2:], ws[2:], p["strides"], p["dilations"])
     ]
     ops, x = _windowed(op.input, [(0, 0), (0, 0), *p["padding"]], [*xs[:2], *extents], 0)
-    if groups == 1 and _gemm_fits(xs, ws, out_shape, el):  # (conv_workspace_bytes agrees)
+    if _patches_bytes(op):
         gemm_ops, value = _conv_as_gemm(x, op.weight, ty, p["strides"], p["dilations"])
         return ops + gemm_ops, value
     w: SSAValue = op.weight
@@ -193,14 +193,16 @@ def _lower_conv(op: flow.ConvOp) -> Lowered:
 IM2COL_MAX_BYTES = 1 << 27
 
 
-def _gemm_fits(xs: Sequence[int], ws: Sequence[int], out_shape: Sequence[int],
-               el: Attribute) -> bool:  # fmt: skip
-    """Whether a convolution of these shapes is lowered as a product of patches."""
-    shapes = [*xs, *ws, *out_shape]
-    if any(s <= 0 for s in shapes):  # dynamic (-1) or empty dims
-        return False
-    patches = ws[1] * prod(ws[2:]) * out_shape[0] * prod(out_shape[2:])
-    return patches * element_bytes(el) <= IM2COL_MAX_BYTES
+def _patches_bytes(op: flow.ConvOp) -> int:
+    """The bytes of the patches `op` is lowered through (`_conv_as_gemm`); 0 when it keeps the
+    loop nest: grouped, dynamic (-1) or empty dims, or patches over `IM2COL_MAX_BYTES`."""
+    ty = op.result.type
+    xs, ws, out_shape = op.input.type.get_shape(), op.weight.type.get_shape(), ty.get_shape()
+    if op.params()["groups"] != 1 or any(s <= 0 for s in [*xs, *ws, *out_shape]):
+        return 0
+    elements = ws[1] * prod(ws[2:]) * out_shape[0] * prod(out_shape[2:])
+    size = elements * element_bytes(ty.element_type)
+    return size if size <= IM2COL_MAX_BYTES else 0
 
 
 def conv_workspace_bytes(op: flow.ConvOp) -> int:
@@ -208,12 +210,10 @@ def conv_workspace_bytes(op: flow.ConvOp) -> int:
     a product of patches (`_conv_as_gemm`) the patches, the copy a data-tiled product packs
     them into, and the product before its transpose; of the loop nest none (for
     flow.lowering.memory_analysis)."""
-    ty = op.result.type
-    xs, ws, out_shape = op.input.type.get_shape(), op.weight.type.get_shape(), ty.get_shape()
-    if op.params()["groups"] != 1 or not _gemm_fits(xs, ws, out_shape, ty.element_type):
+    patches = _patches_bytes(op)
+    if not patches:
         return 0
-    patches = ws[1] * prod(ws[2:]) * out_shape[0] * prod(out_shape[2:])
-    return (2 * patches + prod(out_shape)) * element_bytes(ty.element_type)
+    return 2 * patches + tensor_bytes(op.result.type)
 
 
 def _conv_as_gemm(x: SSAValue, w: SSAValue, ty: TensorType, strides: Sequence[int],
