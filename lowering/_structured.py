@@ -158,17 +158,21 @@ def _copy_body(a: Sequence[SSAValue]) -> tuple[list[Operation], SSAValue]:
 
 
 def _lower_transpose(op: flow.TransposeOp) -> Lowered:
-    """Result dim i is operand dim perm[i], so operand dim j is read at loop inv[j]."""
-    perm = op.permutation.get_values()
+    return transpose(op.operand, op.permutation.get_values(), op.result.type)
+
+
+def transpose(value: SSAValue, perm: Sequence[int], ty: TensorType) -> Lowered:
+    """`value` with its dims permuted to `ty`: result dim i is operand dim perm[i], so operand
+    dim j is read at loop inv[j]."""
     rank = len(perm)
     if tuple(perm) == tuple(range(rank)):
-        return [], op.operand
+        return [], value
     inv = [0] * rank
     for i, p in enumerate(perm):
         inv[p] = i
-    init = empty(op.result.type)
+    init = empty(ty)
     maps = [affine_map(rank, tuple(inv)), identity_map(rank)]
-    gen = generic(op.operands, init.tensor, maps, iterators((False,) * rank), _copy_body)
+    gen = generic([value], init.tensor, maps, iterators((False,) * rank), _copy_body)
     return [init, gen], gen.results[0]
 
 

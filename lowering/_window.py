@@ -30,7 +30,6 @@ from flow.dialect.sbp import element_bytes, tensor_bytes
 from ._iree_ops import OptimizationBarrierOp as UtilBarrierOp
 from ._linalg_builders import (
     Lowered,
-    affine_map,
     binary,
     build,
     collapse,
@@ -41,7 +40,15 @@ from ._linalg_builders import (
     iterators,
     scalar_constant,
 )
-from ._structured import _COMBINERS, _identity, _init, _multiply_add, matmul_2d
+from ._structured import (
+    _COMBINERS,
+    _copy_body,
+    _identity,
+    _init,
+    _multiply_add,
+    matmul_2d,
+    transpose,
+)
 
 
 def _pad(value: SSAValue, pads: Sequence[Sequence[int]], fill: float) -> Lowered:
@@ -240,7 +247,7 @@ def _conv_as_gemm(x: SSAValue, w: SSAValue, ty: TensorType, strides: Sequence[in
     patch_ty = TensorType(el, [c_in, *ks, batch, *outs])
     init = empty(patch_ty)
     patches = generic([x], init.tensor, [_map(nd, [b, ic, *spatial]), identity_map(nd)],
-                      iterators((False,) * nd), lambda a: ([], a[0]))  # fmt: skip
+                      iterators((False,) * nd), _copy_body)  # fmt: skip
     flat_patches = collapse(patches.results[0], [list(range(1 + n)), list(range(1 + n, nd))],
                             TensorType(el, [rows, cols]))  # fmt: skip
     flat_w = collapse(w, [[0], list(range(1, 2 + n))], TensorType(el, [c_out, rows]))
@@ -252,11 +259,8 @@ def _conv_as_gemm(x: SSAValue, w: SSAValue, ty: TensorType, strides: Sequence[in
     gemm_ops.append(barrier)
     grid = expand(barrier.results[0], [[0], list(range(1, 2 + n))],
                   TensorType(el, [c_out, batch, *outs]))  # fmt: skip
-    out = empty(ty)
-    swap = generic([grid.results[0]], out.tensor,
-                   [affine_map(2 + n, (1, 0, *range(2, 2 + n))), identity_map(2 + n)],
-                   iterators((False,) * (2 + n)), lambda a: ([], a[0]))  # fmt: skip
-    return [init, patches, flat_patches, flat_w, *gemm_ops, grid, out, swap], swap.results[0]
+    swap_ops, value = transpose(grid.results[0], (1, 0, *range(2, 2 + n)), ty)
+    return [init, patches, flat_patches, flat_w, *gemm_ops, grid, *swap_ops], value
 
 
 def _lower_reduce_window(op: flow.ReduceWindowOp) -> Lowered:
@@ -279,7 +283,7 @@ def _lower_reduce_window(op: flow.ReduceWindowOp) -> Lowered:
         # Every window is one element: a strided copy.
         init = empty(ty)
         gen = generic([x], init.tensor, [_map(nd, reads), out_map], iterators((False,) * rank),
-                      lambda a: ([], a[0]))  # fmt: skip
+                      _copy_body)  # fmt: skip
         return [*ops, init, gen], gen.results[0]
     win = empty(TensorType(el, [p["window"][d] for d in pooled]))
     maps = [_map(nd, reads), _map(nd, [win_loop[d] for d in pooled]), out_map]
