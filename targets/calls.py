@@ -26,14 +26,21 @@ its position (the program must not keep its arguments past the call; flow's do n
 call whose arguments all went there reuses one argument list; a result IREE returns in a
 staging buffer is copied, like one in a resident argument.
 
+Deferred results (``Function.call_deferred``, CPU drivers): once a function's first call has
+shown that its results share memory with no argument and with no other result (IREE decides
+which buffer a result lands in when it compiles the program, so this holds for every call),
+its results come back as :class:`Unmapped` values instead: the buffer view alone, mapped into
+an array only when ``array()`` (or ``numpy.asarray``) asks. Passed back as an argument, an
+``Unmapped`` hands IREE its buffer, so a value that goes from call to call is never mapped.
+
 Result arrays that map device memory hold the device (through their base), so a device goes
-only with the last of them, whenever the runtime shuts down (:mod:`flow.targets.runtime`).
+only with the last of them, whenever the runtime shuts down (:mod:`flow.targets.runtime`); an
+``Unmapped`` holds it too.
 """
 
 from __future__ import annotations
 
 import bisect
-import ctypes
 import threading
 import weakref
 from dataclasses import dataclass
@@ -43,9 +50,10 @@ import iree.runtime as rt
 import numpy as np
 
 from . import events
+from .mapping import Mapping, Unmapped, address, map_array
 from .table import CPU_DRIVERS
 
-__all__ = ["Function", "TransferStats", "forget_residents", "reset_transfer_stats",
+__all__ = ["Function", "TransferStats", "Unmapped", "forget_residents", "reset_transfer_stats",
            "transfer_stats"]  # fmt: skip
 
 
@@ -82,7 +90,7 @@ def reset_transfer_stats() -> None:
 
 # id(result array) -> (weak reference to it, memory space, the device buffer view it holds):
 # the read-back results of drivers whose memory is not mapped (a mapped result keeps its view
-# in its base, the `_Mapping`). An entry lives as long as its array; the id is checked
+# in its base, the `Mapping`). An entry lives as long as its array; the id is checked
 # against the live object on lookup. The memory space is the driver, except that the CPU
 # drivers share one (host memory: a buffer of a local-task call is a valid argument of a
 # local-sync call and back).
@@ -102,7 +110,7 @@ def _forget(key: int, ref: weakref.ref) -> None:
 
 def forget_residents() -> None:
     """Forget every read-back result's device buffer (at shutdown: the buffers go before their
-    devices; mapped results hold their device, see `_Mapping`)."""
+    devices; mapped results hold their device, see `Mapping`)."""
     _resident.clear()
 
 
@@ -110,7 +118,7 @@ def _resident_view(arr: np.ndarray, space: str) -> rt.HalBufferView | None:
     base = arr.base
     if base.__class__ is np.ndarray:  # a bf16 result is a view of the array its base maps
         base = base.base
-    if base.__class__ is _Mapping:  # a mapped result, or a view of one (not the same array)
+    if base.__class__ is Mapping:  # a mapped result, or a view of one (not the same array)
         return base._keep[2] if base.owner() is arr and base.space == space else None
     entry = _resident.get(id(arr))
     if entry is None or entry[0]() is not arr or entry[1] != space:
@@ -136,13 +144,23 @@ class Function:
         self._invoker: _Handles | None = _Handles(module, invoker)  # None once released
         self._space = "cpu" if module.driver in CPU_DRIVERS else module.driver  # memory space
         self._maps_results = module.driver in CPU_DRIVERS
+        # whether results never share memory with arguments or each other (None: no call yet)
+        self._fresh: bool | None = None
 
     def call(self, *args: Any) -> tuple[np.ndarray, ...]:
         """Run the function on numpy arrays (or scalars); see the module doc for result memory
         and for arguments that are earlier results (passed as device buffers)."""
         if events.ACTIVE is not None:
             return self._recorded(args)
-        return self._run(args)
+        return self._run(args, None)
+
+    def call_deferred(self, cls: type[Unmapped], *args: Any) -> tuple[Any, ...]:
+        """`call`, except that on a CPU driver, once the first call has shown that no result
+        shares memory with an argument or another result, each array result comes back as
+        an instance of `cls` (an `Unmapped` class), not mapped yet (see the module doc)."""
+        if events.ACTIVE is not None:
+            return self._recorded(args)
+        return self._run(args, cls)
 
     def _recorded(self, args: tuple) -> tuple[np.ndarray, ...]:
         """A call while a profile records: one `call` span, with the bytes it uploaded."""
@@ -154,12 +172,12 @@ class Function:
             info["dtypes"] = [str(getattr(a, "dtype", type(a).__name__)) for a in args]
         rec.keep_call(self, args)
         with rec.span(f"call {self.name}", "call", info):
-            out = self._run(args)
+            out = self._run(args, None)
         info["uploaded_bytes"] = _counts["uploaded_bytes"] - before[0]
         info["read_back_bytes"] = _counts["read_back_bytes"] - before[1]
         return out
 
-    def _run(self, args: tuple) -> tuple[np.ndarray, ...]:
+    def _run(self, args: tuple, defer: type[Unmapped] | None) -> tuple[Any, ...]:
         h = self._invoker
         if h is None:
             self.module._live()
@@ -177,7 +195,14 @@ class Function:
             all_staged = slots is not None
             for i, a in enumerate(args):
                 if not isinstance(a, np.ndarray):
-                    return self._call_packed(args)
+                    if not isinstance(a, Unmapped):
+                        return self._call_packed(args)
+                    if a._array is None and a.space == self._space:  # its buffer, unmapped
+                        resident.append(a)
+                        all_staged = False
+                        views.append(a._keep[1])
+                        continue
+                    a = a.array()
                 view = _resident_view(a, self._space)
                 if view is not None:
                     resident.append(a)
@@ -221,7 +246,7 @@ class Function:
                     values.append(ret.get_as_object(i, rt.HalBufferView))
                 except ValueError:  # not a ref: a scalar result
                     values.append(ret.get_variant(i))
-            return self._finish(values, resident, uploaded, up_bytes, h.spans)
+            return self._finish(values, resident, uploaded, up_bytes, h.spans, views, defer)
         finally:
             if slots is not None:
                 h.lock.release()
@@ -234,6 +259,8 @@ class Function:
         resident: list[np.ndarray] = []
         uploaded = up_bytes = 0
         for a in args:
+            if isinstance(a, Unmapped):
+                a = a.array()
             if isinstance(a, np.ndarray):
                 view = _resident_view(a, self._space)
                 if view is not None:
@@ -247,15 +274,26 @@ class Function:
         raw = self._invoker.invoker(*packed)
         values = raw if isinstance(raw, tuple) else (() if raw is None else (raw,))
         views = [v._buffer_view if isinstance(v, rt.DeviceArray) else v for v in values]
-        return self._finish(views, resident, uploaded, up_bytes, [])
+        return self._finish(views, resident, uploaded, up_bytes, [], None, None)
 
-    def _finish(self, values: list[Any], resident: list[np.ndarray], uploaded: int,
-                up_bytes: int, staged: list) -> tuple[np.ndarray, ...]:  # fmt: skip
-        """Result buffer views as numpy arrays, and the call counted. `staged`: the spans of
-        the staging buffers this call used (a result IREE returns in one is copied)."""
+    def _finish(self, values: list[Any], resident: list, uploaded: int, up_bytes: int,
+                staged: list, arg_views: list | None, defer: type[Unmapped] | None,
+                ) -> tuple[Any, ...]:  # fmt: skip
+        """Result buffer views as numpy arrays (or `defer` instances), and the call counted.
+        `staged`: the spans of the staging buffers this call used (a result IREE returns in
+        one is copied); `arg_views`: the argument buffers, when known (the first such call
+        finds out whether results may share memory with them)."""
         device = self._invoker.device
         if self._maps_results:
-            out = _map_results(values, self._space, resident, device, staged)
+            fresh = self._fresh
+            if fresh is None and arg_views is not None:
+                fresh = self._fresh = not _shares_memory(values, arg_views)
+            if fresh and defer is not None:
+                out = _unmapped(values, device, self._space, defer)
+            elif fresh:  # nothing to check results against
+                out = _map_results(values, self._space, [], device, [])
+            else:
+                out = _map_results(values, self._space, resident, device, staged)
             read_back = 0
         else:
             out = _read_back(values, device, self._space)
@@ -309,7 +347,7 @@ def _staging_slot(a: np.ndarray, view: rt.HalBufferView) -> tuple:
     """A staging buffer for arguments like `a`, whose contents `view` already holds."""
     # writable, unlike np.frombuffer's; as bytes: IREE's asarray knows no ml_dtypes dtypes
     mapped = view.map().asarray([a.nbytes], _BYTE).view(a.dtype).reshape(a.shape)
-    start = _address(mapped)
+    start = address(mapped)
     return (a.dtype, a.shape, view, mapped, (start, start + a.nbytes))
 
 
@@ -352,57 +390,54 @@ def _result_type(element_type: int) -> tuple[np.dtype, str, bool]:
     return found
 
 
-class _ArrayInterface(ctypes.Structure):
-    """numpy's `PyArrayInterface`, the struct behind `ndarray.__array_struct__`."""
-
-    _fields_ = [("two", ctypes.c_int), ("nd", ctypes.c_int), ("typekind", ctypes.c_char),
-                ("itemsize", ctypes.c_int), ("flags", ctypes.c_int),
-                ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
-                ("data", ctypes.c_void_p), ("descr", ctypes.c_void_p)]  # fmt: skip
-
-
-_capsule_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-_capsule_pointer.restype = ctypes.c_void_p
-_capsule_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-_read_pointer = ctypes.c_void_p.from_address
-_DATA_FIELD = _ArrayInterface.data.offset
-
-
-def _address(arr: np.ndarray) -> int:
-    """The address of `arr`'s first element (a third of what `__array_interface__` costs)."""
-    return _read_pointer(_capsule_pointer(arr.__array_struct__, None) + _DATA_FIELD).value or 0
-
-
-def _span(arr: np.ndarray) -> tuple[int, int]:
+def _span(arr: np.ndarray | Unmapped) -> tuple[int, int]:
+    if isinstance(arr, Unmapped):
+        arr = arr.array()
     base = arr.base
     if base.__class__ is np.ndarray:
         base = base.base
-    if base.__class__ is _Mapping and base.owner() is arr:
+    if base.__class__ is Mapping and base.owner() is arr:
         return base.span
-    start = _address(arr)
+    start = address(arr)
     return start, start + arr.nbytes
 
 
-class _Mapping:
-    """The base of a result array that maps device memory: it holds the mapped memory IREE
-    made and the device, so that the device outlives the buffer whatever order the arrays are
-    freed in (releasing a buffer after its device crashes inside IREE), and it names the
-    array's buffer view, so that passing the array back hands IREE the buffer (`owner`: the
-    array; views of it share this base but are not it)."""
+def _unmapped(values: list[Any], device: rt.HalDevice, space: str,
+              cls: type[Unmapped]) -> tuple[Any, ...]:  # fmt: skip
+    """CPU results as unmapped `cls` values (scalar results as 0-d arrays)."""
+    out: list[Any] = []
+    for view in values:
+        if not isinstance(view, rt.HalBufferView):
+            out.append(np.asarray(view))
+            continue
+        u = object.__new__(cls)
+        u._array = None
+        u._keep = (device, view)
+        u._type = _result_type(view.element_type)
+        u.shape = tuple(view.shape)
+        u.space = space
+        out.append(u)
+    return tuple(out)
 
-    # slots are cleared in alphabetical order: the device and the buffer go in `_keep`
-    __slots__ = ("__array_interface__", "_keep", "owner", "space", "span")
 
-    def __init__(self, interface: dict[str, Any], mapped: Any, device: rt.HalDevice,
-                 view: rt.HalBufferView, space: str, span: tuple[int, int]):  # fmt: skip
-        self.__array_interface__ = interface
-        self._keep = (device, mapped, view)  # a tuple frees its items last to first
-        self.space = space
-        self.span = span
-        self.owner: weakref.ref = _NO_OWNER
+def _view_span(view: rt.HalBufferView) -> tuple[int, int] | None:
+    size = view.byte_length
+    if not size:
+        return None
+    start = address(np.frombuffer(view.map(), _BYTE, size))
+    return start, start + size
 
 
-_NO_OWNER = weakref.ref(_Mapping)  # a weak reference to an object other than any array
+def _shares_memory(values: list[Any], arg_views: list[rt.HalBufferView]) -> bool:
+    """Whether a result buffer overlaps an argument buffer or another result's."""
+    spans = [_view_span(v) for v in values if isinstance(v, rt.HalBufferView)]
+    results = [s for s in spans if s is not None]
+    others = [s for s in map(_view_span, arg_views) if s is not None]
+    for i, (start, end) in enumerate(results):
+        for s, e in [*others, *results[i + 1 :]]:
+            if start < e and s < end:
+                return True
+    return False
 
 
 def _map_results(
@@ -433,7 +468,7 @@ def _map_results(
             out.append(np.empty(shape, dtype))
             continue
         mapped = view.map()
-        start = _address(np.frombuffer(mapped, _BYTE, size))
+        start = address(np.frombuffer(mapped, _BYTE, size))
         span = (start, start + size)
         if taken:
             i = bisect.bisect_left(taken, span)
@@ -446,15 +481,7 @@ def _map_results(
             taken.insert(i, span)
         else:
             taken.append(span)
-        # numpy takes the base of a buffer-protocol array from the buffer's owner: the data
-        # pointer instead makes the `_Mapping` (and the device it holds) the base
-        interface = {"data": (start, False), "shape": shape, "typestr": typestr, "version": 3}
-        mapping = _Mapping(interface, mapped, device, view, space, span)
-        arr = np.asarray(mapping)
-        if as_view:
-            arr = arr.view(dtype)  # whose base is the array `mapping` is the base of
-        mapping.owner = weakref.ref(arr)
-        out.append(arr)
+        out.append(map_array(mapped, span, shape, (dtype, typestr, as_view), device, view, space))
     return tuple(out)
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from flow.core import device as _device
 from flow.core import profiling
+from flow.core.pending import PendingValue
 from flow.core.pytree import flatten, unflatten
 from flow.core.tensor import Tensor
 
@@ -270,13 +271,20 @@ class Program:
     def call_flat(self, leaves: list):
         """Run on the flattened arguments `leaves` (of this program's signature, unchecked)."""
         low = self.lowered
-        inputs = [_host(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
-        if low.captured:
-            inputs += [_host(t) for t in low.captured]
         plain = self.__dict__.get("_plain")
         if plain is None:
             plain = self._plain = self._is_plain()
-        if plain:  # local results only, nothing to insert, check or write back
+        deferred = getattr(self._fn, "call_deferred", None) if plain else None
+        if deferred is not None:  # local results only, nothing to insert, check or write back
+            inputs = [_host(x, True) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
+            if low.captured:
+                inputs += [_host(t, True) for t in low.captured]
+            outputs = deferred(DeviceValue or _device_value(), *inputs)
+            return unflatten(low.out_tree, [Tensor._eager(o) for o in outputs])
+        inputs = [_host(x) for x in leaves if isinstance(x, (Tensor, np.ndarray))]
+        if low.captured:
+            inputs += [_host(t) for t in low.captured]
+        if plain:
             return unflatten(low.out_tree, [Tensor._eager(np.asarray(o))
                                             for o in self._fn(*inputs)])  # fmt: skip
         for index, generator in low.key_slots:  # a fresh random key per call
@@ -451,11 +459,53 @@ def _load_for_rank(vmfb: bytes, groups: list, target: str):
                 groups=groups)  # fmt: skip
 
 
-def _host(x) -> np.ndarray:
-    """What the compiled function takes for `x`: its value, or of a global tensor its shard."""
+class _DeviceValue(PendingValue):
+    """A tensor's value that a compiled call returned and nothing has mapped into host memory
+    yet: a `flow.targets.Unmapped` (`DeviceValue` is the class of both, made with the first
+    such call, which has loaded flow.targets). Passed to another compiled call, it goes as
+    the buffer it is; read, it becomes the mapped array (shared with tensors detached from
+    it)."""
+
+    __slots__ = ()
+
+    def materialize(self, tensor: Tensor) -> np.ndarray:
+        arr = self.array()
+        if tensor._buf is self:
+            tensor._buf = arr
+        return arr
+
+    def alias(self, tensor: Tensor, copy: bool) -> Tensor:
+        self.materialize(tensor)
+        return tensor.clone() if copy else tensor.detach()
+
+    def rebind(self, tensor: Tensor) -> None:
+        """`tensor` takes this value in place: written into its memory, as an array is."""
+        held = tensor._buf
+        if held.__class__ is DeviceValue:  # mapped first, so its sharers see the write
+            held.materialize(tensor)
+        tensor._rebind(Tensor._eager(self.array()), "copy_")
+
+
+DeviceValue: type | None = None
+
+
+def _device_value() -> type:
+    global DeviceValue
+    if DeviceValue is None:
+        from flow.targets.mapping import Unmapped
+
+        DeviceValue = type("DeviceValue", (Unmapped, _DeviceValue), {"__slots__": ()})
+    return DeviceValue
+
+
+def _host(x, unmapped: bool = False) -> np.ndarray | DeviceValue:
+    """What the compiled function takes for `x`: its value, or of a global tensor its shard;
+    `unmapped`: a `DeviceValue` as it is (a `flow.targets.Function` takes its buffer)."""
     if isinstance(x, Tensor):
         arr = x._buf  # the array itself, local or a shard, unless pending or traced
         if arr.__class__ is not np.ndarray:
+            if unmapped and arr.__class__ is DeviceValue:
+                return arr
             arr = x._data if getattr(x, "_dist", None) is not None else x.numpy()
     else:
         arr = x

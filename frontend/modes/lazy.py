@@ -322,6 +322,8 @@ def _check_gather(x, index, *, dim) -> None:
     """The value check of gather's eager kernel (flow.ops.movement), at the call when
     the index is concrete (a pending index is not checked, as in compiled code)."""
     idx = index._buf
+    if idx is not None and idx.__class__ is not LazyValue:
+        idx = index._data  # (an array; a compiled call's result mapped)
     if isinstance(idx, np.ndarray):
         n = x.shape[dim]
         bad = idx[(idx < 0) | (idx >= n)]
@@ -361,6 +363,8 @@ def _node(prim, args: tuple, params: dict) -> LazyValue:
                 b = b.value
                 _captured.add(_base_id(b))
         else:
+            if b.__class__ is not np.ndarray:  # a compiled call's result, not mapped yet
+                b = a._data
             _captured.add(_base_id(b))
         refs.append(b)
     node.args = tuple(refs)

@@ -229,3 +229,70 @@ def test_linear_on_batched_tokens_trains_as_numpy(rng, shape):
                 for line in after.splitlines() if "flow.matmul" in line]  # fmt: skip
     assert len(products) == 2, after
     assert all(t.count("x") == 2 for types in products for t in types), after  # MxNxf32
+
+
+def _warm(fn, *args):
+    """`fn` past its first calls (the cpu driver trial, the check of its results' memory)."""
+    for _ in range(14):
+        fn(*args)
+    return fn
+
+
+def test_results_of_a_warm_program_stay_in_their_buffers_until_read():
+    from flow.targets import runtime
+
+    x_np = np.arange(6, dtype=np.float32)
+    x = flow.tensor(x_np)
+    f = _warm(flow.jit(lambda v: v * 2.0 + 1.0, sync_compile=True), x)
+    g = _warm(flow.jit(lambda v: v - 1.0, sync_compile=True), x)
+    y = f(x)
+    assert type(y._buf).__name__ == "DeviceValue" and (y.shape, y.dtype) == ((6,), flow.float32)
+    runtime.reset_transfer_stats()
+    z = g(y)  # the buffer goes on to the next program, mapped by neither
+    stats = runtime.transfer_stats()
+    assert stats.uploads == 0 and stats.resident_args == 1 and stats.resident_bytes == 24
+    assert type(y._buf).__name__ == "DeviceValue"
+    np.testing.assert_array_equal(z.numpy(), x_np * 2.0)
+    # read: mapped once; a detached tensor shares that memory, a clone does not
+    d, c = y.detach(), y.clone()
+    d.add_(1.0)
+    np.testing.assert_array_equal(y.numpy(), x_np * 2.0 + 2.0)
+    np.testing.assert_array_equal(c.numpy(), x_np * 2.0 + 1.0)
+    # in place: into a deferred result, and from one into a tensor
+    w = f(x)
+    w.mul_(2.0)
+    np.testing.assert_array_equal(w.numpy(), x_np * 4.0 + 2.0)
+    p = flow.zeros(6)
+    alias = p.detach()
+    p.copy_(f(x))
+    np.testing.assert_array_equal(alias.numpy(), x_np * 2.0 + 1.0)  # written through
+    q = f(x)
+    shared = q.detach()
+    q.copy_(flow.ones(6))
+    np.testing.assert_array_equal(shared.numpy(), np.ones(6))
+    # eager ops, autograd, indexing and flow.lazy read it like any tensor
+    r = f(x).requires_grad_()
+    (r * r).sum().backward()
+    np.testing.assert_array_equal(r.grad.numpy(), 2 * (x_np * 2.0 + 1.0))
+    np.testing.assert_array_equal(f(x)[1:3].numpy(), x_np[1:3] * 2.0 + 1.0)
+    with flow.lazy():
+        s = f(x) * 3.0
+    np.testing.assert_array_equal(s.numpy(), (x_np * 2.0 + 1.0) * 3.0)
+
+
+def test_a_deferred_index_is_checked_under_lazy_as_eagerly():
+    shift = _warm(flow.jit(lambda i: i + 2, sync_compile=True), flow.tensor([[0, 0]]))
+    a = flow.tensor(np.ones((2, 3), np.float32))
+    idx = shift(flow.tensor([[0, 1]]))  # [[2, 3]]: 3 is out of range
+    assert type(idx._buf).__name__ == "DeviceValue"
+    with flow.lazy(), pytest.raises(IndexError, match="gather: index 3 is out of bounds"):
+        a.gather(1, idx)
+
+
+def test_a_program_returning_its_argument_never_hands_back_its_buffer():
+    x_np = np.arange(4, dtype=np.float32)
+    same = _warm(flow.jit(lambda v: v, sync_compile=True), flow.tensor(x_np))
+    outs = [same(flow.tensor(x_np + k)) for k in range(3)]
+    for k, out in enumerate(outs):  # copies: later calls leave earlier results alone
+        assert out._buf.__class__ is np.ndarray
+        np.testing.assert_array_equal(out.numpy(), x_np + k)

@@ -1,8 +1,11 @@
 """A call of a loaded function (targets/calls.py): arguments copied into per-position staging
-buffers on CPU drivers, results mapped and remembered through their base. References: numpy."""
+buffers on CPU drivers, results mapped and remembered through their base, or left unmapped
+(`call_deferred`) once they are known to share no memory. References: numpy."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import threading
 
 import ml_dtypes
@@ -11,10 +14,26 @@ import pytest
 from call_programs import SCALE, private_cache_dir  # noqa: F401 -- the fixture
 
 from flow.targets import available, compile_mlir, load, runtime
+from flow.targets.mapping import Unmapped
 
 PROGRAM = SCALE + """\
 func.func @same(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %a : tensor<4xf32>
+}
+func.func @both(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<2xf32>) {
+  %s = tensor.extract_slice %a[2] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  return %a, %s : tensor<4xf32>, tensor<2xf32>
+}
+func.func @twice(%a: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %e = tensor.empty() : tensor<4xf32>
+  %r = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]}
+      ins(%a : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = arith.mulf %x, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<4xf32>
+  return %r, %r : tensor<4xf32>, tensor<4xf32>
 }
 func.func @dyn(%a: tensor<?xf32>) -> tensor<?xf32> {
   %c0 = arith.constant 0 : index
@@ -167,6 +186,65 @@ def test_results_mapped_on_one_cpu_driver_are_resident_on_the_other(vmfb: bytes)
     np.testing.assert_array_equal(w, x * 8)
     stats = runtime.transfer_stats()
     assert stats.uploads == 2 and stats.resident_args == 1
+
+
+class _Value(Unmapped):
+    __slots__ = ()
+
+
+def test_results_stay_unmapped_once_the_first_call_shows_them_fresh(module) -> None:
+    scale = module["scale"]
+    x = np.arange(4, dtype=np.float32)
+    (first,) = scale.call_deferred(_Value, x)  # (the first call maps its results, and checks)
+    runtime.reset_transfer_stats()
+    (y,) = scale.call_deferred(_Value, x)
+    assert isinstance(y, _Value) and (y.shape, y.dtype, y.nbytes) == ((4,), np.float32, 16)
+    (z,) = scale.call_deferred(_Value, y)  # passed back: its buffer, neither mapped nor uploaded
+    assert y._array is None
+    stats = runtime.transfer_stats()
+    assert stats.uploads == 1 and stats.resident_args == 1 and stats.resident_bytes == 16
+    np.testing.assert_array_equal(np.asarray(z), x * 4)
+    arr = y.array()
+    assert arr is y.array() and arr.flags.writeable  # mapped once, as `call` maps a result
+    np.testing.assert_array_equal(arr, x * 2)
+    arr[0] = 5.0  # the mapping is the buffer: a later call reads the write
+    np.testing.assert_array_equal(scale(y)[0], [10.0, 4.0, 8.0, 12.0])
+    (w,) = module["shift"](z, 0.5)  # a scalar argument too: the invoker takes the array
+    np.testing.assert_array_equal(w, x * 4 + 0.5)
+    np.testing.assert_array_equal(first, x * 2)  # earlier results unchanged by all of these
+
+
+@pytest.mark.parametrize("name", ["same", "both", "twice"])
+def test_results_sharing_memory_are_never_deferred(module, name: str) -> None:
+    """A result in an argument's buffer (the argument, with a slice of it) or returned twice."""
+    fn = module[name]
+    a = np.arange(4, dtype=np.float32)
+    calls = [fn.call_deferred(_Value, a + 10 * k) for k in range(3)]
+    want = {"same": lambda v: [v], "both": lambda v: [v, v[2:]], "twice": lambda v: [v * v] * 2}
+    for k, outs in enumerate(calls):
+        assert all(o.__class__ is np.ndarray for o in outs), outs
+        for got, ref in zip(outs, want[name](a + 10 * k), strict=True):
+            np.testing.assert_array_equal(got, ref)  # copies: later calls left them alone
+    if name == "twice":
+        assert not np.shares_memory(*calls[-1])
+
+
+def test_unmapped_results_of_every_kind(module) -> None:
+    dyn, neg = module["dyn"], module["neg_bf16"]
+    x = np.array([1.0, -2.0, 0.5, 3.0], np.float32)
+    dyn.call_deferred(_Value, x)
+    neg.call_deferred(_Value, x.astype(ml_dtypes.bfloat16))
+    for n in (3, 0):  # an empty result maps nothing
+        (y,) = dyn.call_deferred(_Value, x[:n].copy())
+        assert isinstance(y, _Value) and y.shape == (n,)
+        np.testing.assert_array_equal(y.array(), x[:n] ** 2)
+    (h,) = neg.call_deferred(_Value, x.astype(ml_dtypes.bfloat16))
+    assert h.dtype == ml_dtypes.bfloat16 and h.array().dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(h.array().astype(np.float32), -x)
+    (y,) = dyn.call_deferred(_Value, x)
+    for twin in (pickle.loads(pickle.dumps(y)), copy.deepcopy(y)):  # as arrays of their own
+        assert twin.__class__ is np.ndarray and not np.shares_memory(twin, y.array())
+        np.testing.assert_array_equal(twin, x**2)
 
 
 @pytest.mark.skipif("vulkan" not in available(), reason="no Vulkan device on this machine")
