@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from flow.core import pending
 from flow.core.tensor import Tensor
 from flow.ops.basic import zeros_like
 
@@ -63,6 +66,8 @@ class SGD(Optimizer):
         return {}
 
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
+        if _update_in_place(p, grad, state.get("momentum_buffer"), group, lr):
+            return
         momentum, dampening = group["momentum"], group["dampening"]
         d_p = -grad if group["maximize"] else grad
         if group["weight_decay"] != 0:
@@ -76,3 +81,43 @@ class SGD(Optimizer):
                 buf.copy_(step.add(buf, alpha=momentum))
             d_p = d_p.add(buf, alpha=momentum) if group["nesterov"] else buf
         p.sub_(d_p, alpha=lr)
+
+
+def _update_in_place(p: Tensor, grad: Tensor, buf: Tensor | None, group: dict, lr) -> bool:
+    """The eager update `buf = momentum * buf + g; p -= lr * buf` (or `p -= lr * g`) written
+    straight into the arrays of `p` and its buffer, with the kernels the ops run (those of
+    `add_scaled`: the same bits), skipping an op and a new array per update, as PyTorch's
+    foreach and fused SGD do. Only for local eager float tensors of one dtype, a number `lr`
+    and no dampening, weight decay, Nesterov or maximize, outside flow.lazy; False: not
+    done, take the ops."""
+    if (group["dampening"] or group["weight_decay"] or group["nesterov"] or group["maximize"]
+            or isinstance(lr, Tensor) or isinstance(lr, bool)
+            or (group["momentum"] != 0 and buf is None)):  # fmt: skip
+        return False
+    arrays = []
+    for t in (p, grad) if buf is None else (p, grad, buf):
+        a = t._buf
+        if (a.__class__ is not np.ndarray or a.dtype.kind != "f" or t._dist is not None
+                or t._trace is not None):  # fmt: skip
+            return False
+        arrays.append(a)
+    pa, ga = arrays[0], arrays[1]
+    ba = arrays[2] if buf is not None else None
+    if ga.dtype != pa.dtype or ga.shape != pa.shape or not pa.flags.writeable or (
+        ba is not None and (ba.dtype != pa.dtype or ba.shape != pa.shape or not ba.flags.writeable)
+    ):
+        return False
+    from flow.modes.lazy import enabled
+
+    if enabled():
+        return False
+    with np.errstate(all="ignore"):  # IEEE results, as the ops give them
+        if ba is not None:
+            step = np.add(ga, np.multiply(ba, np.asarray(group["momentum"], ba.dtype)))
+            pending.before_host_write(ba)
+            ba[...] = step
+            ga = ba
+        scaled = np.multiply(ga, np.asarray(lr, ga.dtype))
+        pending.before_host_write(pa)
+        np.subtract(pa, scaled, out=pa)
+    return True

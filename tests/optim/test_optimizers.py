@@ -293,6 +293,57 @@ def test_step_updates_in_place():
     np.testing.assert_allclose(arr, W0 - 0.5)  # the caller's buffer sees the update
 
 
+@pytest.mark.parametrize("dtype", [flow.float16, flow.float32, flow.float64])
+@pytest.mark.parametrize("kwargs", [dict(lr=0.05), dict(lr=1.0, momentum=1.0),
+                                    dict(lr=0.05, momentum=0.9)], ids=str)  # fmt: skip
+def test_sgd_in_place_update_equals_its_ops_bit_for_bit(monkeypatch, dtype, kwargs):
+    """Eager SGD writes simple updates straight into the parameter and buffer arrays with the
+    ops' kernels (`_update_in_place`); run with the ops instead, every bit agrees."""
+    from flow.optim import _sgd
+
+    taken = []
+    in_place = _sgd._update_in_place
+
+    def spy(*args):
+        taken.append(in_place(*args))
+        return taken[-1]
+
+    runs = {}
+    for name, fn in (("in place", spy), ("ops", lambda *args: False)):
+        monkeypatch.setattr(_sgd, "_update_in_place", fn)
+        params = flow_params(dtype)
+        arrays = [p.numpy() for p in params]
+        opt = optim.SGD(params, **kwargs)
+        train(opt, params, STEPS)
+        assert all(p.numpy() is a for p, a in zip(params, arrays))  # updated in place
+        runs[name] = [p.numpy().copy() for p in params]
+        runs[name] += [s["momentum_buffer"].numpy().copy() for s in opt.state.values()]
+    assert len(taken) == 2 * STEPS and all(taken[2:])  # (a first step makes the buffers)
+    for a, b in zip(runs["in place"], runs["ops"], strict=True):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_sgd_in_place_update_stays_off_where_the_ops_must_run():
+    x = flow.tensor(np.ones(3))
+    cases = {
+        "weight decay": (flow.tensor(np.ones(3)), dict(weight_decay=0.1)),
+        "a tensor lr": (flow.tensor(np.ones(3)), dict(lr=flow.tensor(0.1))),
+        "bfloat16": (flow.tensor(np.ones(3), dtype=flow.bfloat16), {}),
+    }
+    from flow.optim import _sgd
+
+    for name, (p, extra) in cases.items():
+        group = dict(lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                     maximize=False)  # fmt: skip
+        group.update(extra)
+        assert not _sgd._update_in_place(p, x.to(p.dtype), None, group, group["lr"]), name
+    p = flow.tensor(np.ones(3))
+    group = dict(lr=0.1, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 maximize=False)  # fmt: skip
+    with flow.lazy():  # recorded, not run: the lazy step compiles it
+        assert not _sgd._update_in_place(p, x, None, group, 0.1)
+
+
 def test_repr():
     w = flow_params()[0]
     text = repr(optim.SGD([w], lr=0.1, momentum=0.9))
