@@ -11,7 +11,8 @@ Measures, in one run:
     compile: trace, lowering, cache hit, module load and the call), and the
     steady-state call, beside numpy (and jax.jit / torch if installed) on the same MLP;
   * the per-call overhead of a tiny jitted function (4 floats, one add) on the
-    default driver and on local-sync, beside numpy, jax.jit and torch eager.
+    default driver and on local-sync, beside numpy, jax.jit and torch eager; with the
+    result left on the device (flow maps it when read, as jax copies it), and read.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def bench_call_overhead() -> dict[str, float]:
     compiled = getattr(program, "compiled", program)  # of a Tiered program: its compiled tier
     for _ in range(12):  # past the driver trial of the first calls
         f(xt)
-    fns = {f"flow.jit (chose {compiled._fn.module.driver})": lambda: f(xt)}
+    fns = {f"flow.jit (chose {compiled._fn.module.driver})": lambda: f(xt),
+           "  and read (.numpy())": lambda: f(xt).numpy()}  # fmt: skip
     for driver in ("local-task", "local-sync"):
         module = load(compiled.vmfb, "cpu", driver=driver)
         fns[f"  IREE call alone ({driver})"] = functools.partial(module[module.names[0]], x)
@@ -179,6 +181,7 @@ def bench_call_overhead() -> dict[str, float]:
         jf = jax.jit(lambda v: v + 1.0)
         jx = jax.numpy.asarray(x)
         fns["jax.jit"] = lambda: jf(jx).block_until_ready()
+        fns["  and read (np.asarray)"] = lambda: np.asarray(jf(jx))
     secs = interleaved(fns, rounds=7, number=500)
     print("per-call overhead, tiny function (4 f32, x + 1):")
     for name, t in secs.items():
