@@ -197,7 +197,7 @@ class Function:
                 if not isinstance(a, np.ndarray):
                     if not isinstance(a, Unmapped):
                         return self._call_packed(args)
-                    if a._array is None and a.space == self._space:  # its buffer, unmapped
+                    if a._array is None and self._maps_results:  # its buffer, unmapped
                         resident.append(a)
                         all_staged = False
                         views.append(a._keep[1])
@@ -289,7 +289,7 @@ class Function:
             if fresh is None and arg_views is not None:
                 fresh = self._fresh = not _shares_memory(values, arg_views)
             if fresh and defer is not None:
-                out = _unmapped(values, device, self._space, defer)
+                out = _unmapped(values, device, defer)
             elif fresh:  # nothing to check results against
                 out = _map_results(values, self._space, [], device, [])
             else:
@@ -402,8 +402,7 @@ def _span(arr: np.ndarray | Unmapped) -> tuple[int, int]:
     return start, start + arr.nbytes
 
 
-def _unmapped(values: list[Any], device: rt.HalDevice, space: str,
-              cls: type[Unmapped]) -> tuple[Any, ...]:  # fmt: skip
+def _unmapped(values: list[Any], device: rt.HalDevice, cls: type[Unmapped]) -> tuple[Any, ...]:
     """CPU results as unmapped `cls` values (scalar results as 0-d arrays)."""
     out: list[Any] = []
     for view in values:
@@ -415,7 +414,6 @@ def _unmapped(values: list[Any], device: rt.HalDevice, space: str,
         u._keep = (device, view)
         u._type = _result_type(view.element_type)
         u.shape = tuple(view.shape)
-        u.space = space
         out.append(u)
     return tuple(out)
 

@@ -81,11 +81,11 @@ def map_array(mapped: Any, span: tuple[int, int], shape: tuple[int, ...], rtype:
 class Unmapped:
     """A CPU result not mapped into host memory yet (`Function.call_deferred`): its `shape`,
     `dtype` and buffer view. `array()` maps it, once, into the array `Function.call` would
-    have returned (`numpy.asarray` does too); passed back to a call, it hands IREE its buffer
-    unmapped. The frontend subclasses it (a tensor's pending value)."""
+    have returned (`numpy.asarray` does too); passed back to a call on a CPU driver, it hands
+    IREE its buffer unmapped. The frontend subclasses it (a tensor's pending value)."""
 
     # slots are cleared in alphabetical order: the array, then the device and view in `_keep`
-    __slots__ = ("_array", "_keep", "_type", "shape", "space")
+    __slots__ = ("_array", "_keep", "_type", "shape")
     _array: np.ndarray | None
     _keep: tuple[Any, Any]  # (the device, the buffer view): a tuple frees its items last first
 
@@ -108,7 +108,7 @@ class Unmapped:
                 mapped = view.map()
                 start = address(np.frombuffer(mapped, _BYTE, size))
                 arr = map_array(mapped, (start, start + size), self.shape, self._type, device,
-                                view, self.space)  # fmt: skip
+                                view, "cpu")  # fmt: skip
             self._array = arr
         return arr
 
