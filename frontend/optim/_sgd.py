@@ -66,7 +66,8 @@ class SGD(Optimizer):
         return {}
 
     def _update(self, p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> None:
-        if _update_in_place(p, grad, state.get("momentum_buffer"), group, lr):
+        buf = state.get("momentum_buffer") if group["momentum"] != 0 else None
+        if _update_in_place(p, grad, buf, group, lr):
             return
         momentum, dampening = group["momentum"], group["dampening"]
         d_p = -grad if group["maximize"] else grad
@@ -97,8 +98,8 @@ def _update_in_place(p: Tensor, grad: Tensor, buf: Tensor | None, group: dict, l
     arrays = []
     for t in (p, grad) if buf is None else (p, grad, buf):
         a = t._buf
-        if (a.__class__ is not np.ndarray or a.dtype.kind != "f" or t._dist is not None
-                or t._trace is not None):  # fmt: skip
+        if (a.__class__ is not np.ndarray or a.dtype.kind != "f"
+                or getattr(t, "_dist", None) is not None or t._trace is not None):  # fmt: skip
             return False
         arrays.append(a)
     pa, ga = arrays[0], arrays[1]
