@@ -7,6 +7,10 @@ they take no tensor).
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Callable
+
 import numpy as np
 
 from flow.core import dtypes as _dtypes
@@ -15,34 +19,55 @@ from flow.primitives.registry import bind, composite, primitive
 
 
 # OpenBLAS runs a GEMM on one thread below m * n * k = 2**18 and hands larger ones to its
-# thread pool. Up to a few times that, the hand-off costs more than it gains, and where the
-# cores are shared it can stall for milliseconds (a thread waits for a core): such GEMMs are
-# split by rows into single-threaded ones.
+# thread pool. Up to a few times that, the hand-off gains little, and where the cores are
+# shared it can stall for milliseconds (a thread waits for a core): such GEMMs run as one
+# single-threaded call (`_blas_threads`).
 _ONE_THREAD_MNK, _SPLIT_MNK = 1 << 18, 1 << 22
 
 
 def host_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """`np.matmul(a, b)`; a mid-sized float GEMM as single-threaded blocks (see
-    `_ONE_THREAD_MNK`) of rows of `a`, or of columns of `b` when the product is wider than
-    tall (row blocks of a few rows would be matrix-vector products, several times slower).
+    """`np.matmul(a, b)`; a mid-sized float GEMM on one BLAS thread (see `_ONE_THREAD_MNK`).
     The result agrees to rounding: how BLAS blocks a product depends on its thread count
     anyway."""
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype.char not in "fd":
         return np.matmul(a, b)
-    (m, k), n = a.shape, b.shape[1]
-    if not _ONE_THREAD_MNK < m * n * k <= _SPLIT_MNK:
+    if not _ONE_THREAD_MNK < a.shape[0] * a.shape[1] * b.shape[1] <= _SPLIT_MNK:
         return np.matmul(a, b)
-    step = _ONE_THREAD_MNK // ((n if m >= n else m) * k)  # rows, or columns, per block
-    if step == 0:
+    threads = _blas_threads()
+    if threads is None:
         return np.matmul(a, b)
-    out = np.empty((m, n), a.dtype)
-    if m >= n:
-        for i in range(0, m, step):
-            np.matmul(a[i:i + step], b, out=out[i:i + step])
-    else:
-        for j in range(0, n, step):
-            np.matmul(a, b[:, j:j + step], out=out[:, j:j + step])
-    return out
+    get, set_ = threads
+    before = get()
+    set_(1)
+    try:
+        return np.matmul(a, b)
+    finally:
+        set_(before)
+
+
+@functools.cache
+def _blas_threads() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """The get / set thread-count functions of the OpenBLAS that numpy links (numpy's wheels
+    bundle it as `scipy_openblas`), or None when numpy links another BLAS. Setting the count
+    only changes how many of OpenBLAS's threads the next call uses (~1 us)."""
+    import ctypes
+    import glob
+
+    libs = sorted(glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs",
+                                         "*openblas*.so*")))  # fmt: skip
+    for path in [*libs, None]:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_", "64_"), ("scipy_", ""), ("", "64_"), ("", "")):
+            get = getattr(lib, f"{prefix}openblas_get_num_threads{suffix}", None)
+            set_ = getattr(lib, f"{prefix}openblas_set_num_threads{suffix}", None)
+            if get is not None and set_ is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                set_.restype, set_.argtypes = None, [ctypes.c_int]
+                return get, set_
+    return None
 
 
 @primitive("matmul", "MatmulOp")

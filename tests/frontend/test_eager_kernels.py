@@ -113,13 +113,16 @@ def test_select_on_large_tensors_through_the_api(rng):
                                    (3, 4, 5), (1000, 300, 10), (4096, 1, 1), (8, 144, 1152),
                                    (10, 300, 1000), (2, 600, 2000)])  # fmt: skip
 @pytest.mark.parametrize("dt", [np.float32, np.float64, np.int64])
-def test_host_matmul_row_blocks_agree_with_matmul(rng, m, k, n, dt):
-    """Mid-sized GEMMs run as row or column blocks (single-threaded BLAS calls): same shape,
-    dtype and values to rounding as one np.matmul, for a transposed right operand too."""
+def test_host_matmul_agrees_with_matmul(rng, m, k, n, dt):
+    """Mid-sized GEMMs run on one BLAS thread: same shape, dtype and values to rounding as
+    np.matmul, for a transposed right operand too, and BLAS's thread count is restored."""
+    threads = P.structured._blas_threads()
+    before = threads[0]() if threads else None
     a = (rng.standard_normal((m, k)) * 4).astype(dt)
     b = (rng.standard_normal((n, k)) * 4).astype(dt).T
     got = P.structured.host_matmul(a, b)
     assert got.dtype == np.dtype(dt) and got.shape == (m, n)
+    assert (threads[0]() if threads else None) == before
     if dt == np.int64:
         np.testing.assert_array_equal(got, a @ b)
         return
