@@ -11,6 +11,7 @@ transposed convolution of ops/conv.py (`conv_transpose*d`, `fold`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -127,18 +128,27 @@ def _window_slices(offsets, strides, dilations, out_shape) -> tuple[slice, ...]:
 def conv(x, w, *, strides, dilations, padding, groups):
     """Grouped N-d cross-correlation as one matrix product per group: the windows of the
     padded operand, viewed in place (`_windows`) and gathered into rows of
-    channels x kernel taps, times the weight laid out the same way."""
-    n, dtype = x.ndim - 2, x.dtype
-    if any(lo or hi for lo, hi in padding):
-        x = pad_constant(x, (0, 0, *(lo for lo, _ in padding)), (0, 0, *(hi for _, hi in padding)))
-    kernel = w.shape[2:]
-    out = [window_output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], (0, 0))
-           for i in range(n)]  # fmt: skip
+    channels x kernel taps, times the weight laid out the same way. Stride-1 convolutions
+    gather shifted copies instead: of the unpadded input when the result keeps its size
+    (`_same_conv`) or the kernel is as large as it (`_conv_over_shifts`), else of the
+    padded one (`_shifted_conv`)."""
+    n, dtype, kernel = x.ndim - 2, x.dtype, w.shape[2:]
     batch, c_in, c_out = x.shape[0], x.shape[1], w.shape[0]
-    cg, og, taps, positions = c_in // groups, c_out // groups, math.prod(kernel), math.prod(out)
+    cg, og, taps = c_in // groups, c_out // groups, math.prod(kernel)
     # 16-bit floats accumulate in float32, as PyTorch does on the CPU.
     acc_dt = np.float32 if x.dtype.kind in "fV" and x.dtype.itemsize < 4 else x.dtype
     x, w = x.astype(acc_dt, copy=False), w.astype(acc_dt, copy=False)
+    if x.size and w.size and all(s == 1 for s in strides) and min(min(padding), default=0) >= 0 \
+            and _small_images(x.shape[2:], padding):
+        if groups == 1 and all(d == 1 for d in dilations) and tuple(kernel) == tuple(x.shape[2:]):
+            return _conv_over_shifts(x, w, padding).astype(dtype, copy=False)
+        if all(lo + hi == d * (k - 1) for (lo, hi), k, d in zip(padding, kernel, dilations)):
+            return _same_conv(x, w, padding, dilations, groups).astype(dtype, copy=False)
+    if any(lo or hi for lo, hi in padding):
+        x = pad_constant(x, (0, 0, *(lo for lo, _ in padding)), (0, 0, *(hi for _, hi in padding)))
+    out = [window_output_size(x.shape[2 + i], kernel[i], strides[i], dilations[i], (0, 0))
+           for i in range(n)]  # fmt: skip
+    positions = math.prod(out)
     if all(s == 1 for s in strides) and taps <= positions and min(out, default=1) > 0:
         return _shifted_conv(x, w, out, dilations, groups).astype(dtype, copy=False)
     win = _windows(x, groups, out, kernel, strides, dilations)  # [N, G, Cg, *out, *k]
@@ -152,6 +162,116 @@ def conv(x, w, *, strides, dilations, padding, groups):
         r = np.matmul(cols, wm.transpose(0, 2, 1))  # [G, N * positions, og]
     r = r.reshape(groups, batch, *out, og).transpose(1, 0, 2 + n, *range(2, 2 + n))
     return np.ascontiguousarray(r).reshape(batch, c_out, *out).astype(dtype, copy=False)
+
+
+def _small_images(spatial, padding) -> bool:
+    """Whether images are small enough for the shifted copies of the unpadded input
+    (`_same_conv`, `_conv_over_shifts`): their masked copies cost more per element than the
+    padded copy's plain ones, which pays off where padding adds a fifth or more to an image
+    (it is then computed on), or its rows are too short for a window gather to copy fast."""
+    padded = math.prod(n + lo + hi for n, (lo, hi) in zip(spatial, padding))
+    return padded >= 1.2 * math.prod(spatial) or (len(spatial) > 0 and spatial[-1] < 16)
+
+
+def _same_conv(x, w, padding, dilations, groups) -> np.ndarray:
+    """A stride-1 `conv` whose result has the input's spatial size ("same" padding), with no
+    padded copy: each kernel tap's rows are the channel-major input shifted by the tap's
+    offset, zero where the tap reads padding (`_shifted_rows`); one product per group over
+    the `N * prod(spatial)` positions, which are exactly the result's."""
+    (batch, c_in, *spatial), (c_out, cg, *kernel) = x.shape, w.shape
+    size, taps, length = math.prod(spatial), math.prod(kernel), batch * math.prod(spatial)
+    flat = x.reshape(batch, c_in, size)
+    flat = flat[0] if batch == 1 else np.ascontiguousarray(flat.transpose(1, 0, 2))
+    cols = _gemm_rows((c_in, taps), length, x.dtype)
+    _shifted_rows(flat.reshape(c_in, length), tuple(spatial), tuple(kernel), tuple(dilations),
+                  tuple(lo for lo, _ in padding),
+                  cols.transpose(1, 0, 2).reshape(*kernel, c_in, length))  # fmt: skip
+    cols = cols.reshape(groups, cg * taps, length)
+    wm = w.reshape(groups, c_out // groups, cg * taps)
+    r = host_matmul(wm[0], cols[0]) if groups == 1 else np.matmul(wm, cols)  # [G,] og, N * size
+    r = r.reshape(c_out, batch, size)
+    r = r[:, 0] if batch == 1 else np.ascontiguousarray(r.transpose(1, 0, 2))
+    return r.reshape(batch, c_out, *spatial)
+
+
+def _conv_over_shifts(x, w, padding) -> np.ndarray:
+    """An ungrouped stride-1 `conv` whose kernel is as large as the input (what the weight
+    cotangent of a stride-1 "same" convolution is, `_conv_weight_grad`): each result
+    position is the dot product of the weight with the input shifted by that position,
+    zero where it reads padding, so the shifted inputs (`_shifted_rows`) times the weight
+    are one product."""
+    (batch, c_in, *spatial), c_out = x.shape, w.shape[0]
+    outs = tuple(lo + hi + 1 for lo, hi in padding)
+    cols = _gemm_rows((math.prod(outs), batch), c_in * math.prod(spatial), x.dtype)
+    _shifted_rows(x.reshape(batch, c_in, -1), tuple(spatial), outs, (1,) * len(outs), tuple(lo for lo, _ in padding),
+                  cols.reshape(*outs, batch, c_in, -1))  # fmt: skip
+    r = host_matmul(cols.reshape(-1, cols.shape[-1]), w.reshape(c_out, -1).T)
+    r = np.ascontiguousarray(r.reshape(-1, batch, c_out).transpose(1, 2, 0))
+    return r.reshape(batch, c_out, *outs)
+
+
+def _gemm_rows(lead: tuple[int, ...], length: int, dtype) -> np.ndarray:
+    """An uninitialised [*lead, length] operand of a BLAS product, its rows a little apart
+    when `length` would put them a multiple of 4 KiB apart: a GEMM over such rows runs
+    ~1.5x slower (the rows its panels read fall into the same cache sets)."""
+    dtype = np.dtype(dtype)
+    gap = 64 // dtype.itemsize if length * dtype.itemsize % 4096 == 0 else 0
+    return np.empty((*lead, length + gap), dtype)[..., :length]
+
+
+def _shifted_rows(src: np.ndarray, grid, taps, dilations, lows, dst: np.ndarray) -> None:
+    """`dst[*k, ..., q]`: the rows of `src` [..., L] (each holds whole images of shape `grid`,
+    end to end) moved by every window offset k over `taps`. Element q of a row, at position
+    p of its image, becomes the element at `p + k * dilation - low`, or 0 where that leaves
+    the image.
+
+    All offsets are one strided view of `src` (between zero margins), one flat step per tap
+    dim; a mask of the positions that stay inside zeroes the rest, in one multiplication
+    when `src` is finite, else by selection (0 * inf would be nan)."""
+    *lead, length = src.shape
+    finite = src.dtype.kind != "f" or bool(np.isfinite(src.sum()))
+    before, after, steps, keep = _shift_plan(grid, taps, dilations, lows, length,
+                                             src.dtype.str if finite else "?")  # fmt: skip
+    ext = np.zeros((*lead, before + length + after), src.dtype)
+    ext[..., before:before + length] = src
+    isz = src.itemsize
+    view = np.ndarray((*taps, *lead, length), src.dtype, ext, 0,
+                      (*(s * isz for s in steps), *ext.strides[:-1], isz))  # fmt: skip
+    keep = keep.reshape(*taps, *(1,) * len(lead), *keep.shape[len(taps) + 1:])
+    if keep.ndim > view.ndim:  # a mask per image position, broadcast over the images
+        view = view.reshape(*view.shape[:-1], -1, keep.shape[-1])
+        dst = dst.reshape(*dst.shape[:-1], -1, keep.shape[-1])
+    if finite:
+        np.multiply(view, keep, out=dst)
+    else:
+        dst[...] = 0
+        np.copyto(dst, view, where=keep)
+
+
+_TILED_MASK_MAX = 1 << 20  # elements: above, the mask is per image position, broadcast
+
+
+@functools.lru_cache(maxsize=256)
+def _shift_plan(grid, taps, dilations, lows, length: int, dtype: str):
+    """For `_shifted_rows` over rows of `length`: the zero margins before and after a row
+    (so the first offset reads from the start), the flat step per tap dim, and which
+    positions stay inside their image per offset, as a read-only 0/1 array of `dtype`,
+    [*taps, 1, length], or [*taps, 1, 1, prod(grid)] (per image) when that would be large."""
+    rows = [math.prod(grid[i + 1:]) for i in range(len(grid))]
+    steps = tuple(d * r for d, r in zip(dilations, rows))
+    first = -sum(lo * r for lo, r in zip(lows, rows))
+    last = first + sum((k - 1) * s for k, s in zip(taps, steps))
+    inside = np.ones((), np.bool_)
+    for n, k, d, lo in zip(grid, taps, dilations, lows):
+        pos = np.arange(n)[None, :] + (np.arange(k) * d - lo)[:, None]
+        inside = inside[..., None, None] & ((pos >= 0) & (pos < n))
+    order = [*range(0, 2 * len(grid), 2), *range(1, 2 * len(grid), 2)]  # tap dims, then grid
+    inside = inside.transpose(order).reshape(*taps, 1, 1, -1)
+    if inside.size * (length // inside.shape[-1]) <= _TILED_MASK_MAX:
+        inside = np.tile(inside, length // inside.shape[-1]).reshape(*taps, 1, -1)
+    keep = inside.astype(dtype)
+    keep.flags.writeable = False
+    return -first, max(0, last), steps, keep  # lows >= 0: the first offset reads at ext[0]
 
 
 def _shifted_conv(x, w, out, dilations, groups) -> np.ndarray:
@@ -280,12 +400,26 @@ def reduce_window(x, *, kind, window, strides, dilations, padding):
     if any(lo or hi for lo, hi in padding):
         xp = pad_constant(xp, [lo for lo, _ in padding], [hi for _, hi in padding],
                           _identity(kind, x.dtype))  # fmt: skip
-    out = [window_output_size(*a) for a in zip(x.shape, window, strides, dilations, padding)]
-    acc = np.full(out, _identity(kind, x.dtype), dtype=xp.dtype)
+    out, views = _window_views(x.shape, tuple(window), tuple(strides), tuple(dilations),
+                               tuple(padding))  # fmt: skip
     combine = _NP_COMBINE[kind]
-    for k in np.ndindex(*window):
-        combine(acc, xp[_window_slices(k, strides, dilations, out)], out=acc)
+    if kind == "sum":  # from +0, as the compiled reduction starts: -0.0 + -0.0 would stay -0.0
+        acc = np.zeros(out, dtype=xp.dtype)
+    elif views:  # max, min, prod: the first element is exactly identity op element
+        acc, views = xp[views[0]].copy(), views[1:]
+    else:
+        acc = np.full(out, _identity(kind, x.dtype), dtype=xp.dtype)
+    for view in views:
+        combine(acc, xp[view], out=acc)
     return acc.astype(x.dtype, copy=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _window_views(shape, window, strides, dilations, padding):
+    """`reduce_window`'s result shape, and the strided slice of the padded operand that each
+    window offset reads (row-major offsets)."""
+    out = [window_output_size(*a) for a in zip(shape, window, strides, dilations, padding)]
+    return out, [_window_slices(k, strides, dilations, out) for k in np.ndindex(*window)]
 
 
 def _inside(k, out_shape, sizes, window_args) -> list[np.ndarray] | None:
@@ -460,28 +594,29 @@ __all__ = ["conv", "reduce_window"]
 
 @composite("tiled_extreme_grad", _tiled_extreme_vjp)
 def tiled_extreme_grad(ct, x, out, *, window):
-    """`_tiled_extreme_vjp` as one eager kernel: the windows' elements laid along a leading
-    axis (one copy), then element by element in row-major order each result's cotangent
-    goes to the first element attaining it (or NaN), on contiguous rows; a selection, so
-    the same bits as the composite's."""
-    n, outs = x.ndim, ct.shape
-    used = tuple(o * w for o, w in zip(outs, window))
-    split = [v for o, w in zip(outs, window) for v in (o, w)]
-    to_rows = (*range(1, 2 * n, 2), *range(0, 2 * n, 2))  # window axes, then result axes
-    rows = x[tuple(slice(u) for u in used)].reshape(split).transpose(to_rows)
-    rows = rows.reshape(math.prod(window), -1)
-    result, cts = out.reshape(-1), ct.reshape(-1)
-    g = np.zeros(rows.shape, ct.dtype)
-    todo = np.ones(rows.shape[1], np.bool_)  # the results whose element is still to be found
-    for v, gk in zip(rows, g):
-        hit = (v == result) | (v != v)
-        hit &= todo
-        np.copyto(gk, cts, where=hit)
-        todo ^= hit
-    back = np.argsort(to_rows)
-    g = g.reshape([split[i] for i in to_rows]).transpose(back).reshape(used)
-    if used == x.shape:
-        return g
+    """`_tiled_extreme_vjp` as one eager kernel: window offset by offset in row-major order,
+    the strided view of `x` that the offset reads, and each result's cotangent written at
+    the first offset whose element attains it (or is NaN); a selection, so the same bits as
+    the composite's. Rows past the last whole window get none."""
+    # A NaN element makes its window's result NaN, so without NaN results none is looked for.
+    nan = out.dtype.kind not in "biu" and bool((out != out).any())
     grad = np.zeros(x.shape, ct.dtype)
-    grad[tuple(slice(u) for u in used)] = g
+    todo = np.ones(out.shape, np.bool_)  # the results whose element is still to be found
+    views = _tile_views(out.shape, tuple(window))
+    for i, at in enumerate(views):
+        v = x[at]
+        hit = v == out
+        if nan:
+            hit |= v != v
+        hit &= todo
+        np.copyto(grad[at], ct, where=hit)
+        if i + 1 < len(views):
+            todo ^= hit
     return grad
+
+
+@functools.lru_cache(maxsize=256)
+def _tile_views(outs, window) -> list[tuple[slice, ...]]:
+    """Per window offset (row-major) of windows tiling an operand, the strided slice it reads."""
+    return [tuple(slice(kk, o * w, w) for kk, o, w in zip(k, outs, window))
+            for k in np.ndindex(*window)]  # fmt: skip

@@ -229,6 +229,86 @@ def test_conv_stride1_eager(rng, xs, ws, kw, dtype):
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=tol, atol=tol)
 
 
+def ref_conv_grads(x, w, ct, padding, dilation, groups):
+    """The float64 input and weight cotangents of a stride-1 convolution with cotangent `ct`:
+    each tap's products spread back over the padded input (cropped), and summed against it."""
+    n = w.ndim - 2
+    x, w, ct = (a.astype(np.float64) for a in (x, w, ct))
+    pads = [(p, p) for p in _expand(padding, n)]
+    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    cg, og, outs = x.shape[1] // groups, w.shape[0] // groups, ct.shape[2:]
+    gxp, gw = np.zeros_like(xp), np.zeros_like(w)
+    for tap in np.ndindex(*w.shape[2:]):
+        at = tuple(slice(t * d, t * d + o) for t, d, o in zip(tap, _expand(dilation, n), outs))
+        for g in range(groups):
+            ci, oi = slice(g * cg, (g + 1) * cg), slice(g * og, (g + 1) * og)
+            gxp[(slice(None), ci, *at)] += np.einsum("no...,oc->nc...", ct[:, oi],
+                                                     w[(oi, slice(None), *tap)])  # fmt: skip
+            axes = [0, *range(2, 2 + n)]
+            gw[(oi, slice(None), *tap)] += np.tensordot(ct[:, oi], xp[(slice(None), ci, *at)],
+                                                        axes=(axes, axes))  # fmt: skip
+    crop = tuple(slice(lo, lo + size) for (lo, _), size in zip(pads, x.shape[2:]))
+    return gxp[(slice(None), slice(None), *crop)], gw
+
+
+SAME = [
+    # Stride-1 "same" convolutions of small images (LeNet's layers among them): eagerly they
+    # run as shifted copies of the unpadded input, and so do their weight cotangents.
+    ((32, 1, 8, 8), (8, 1, 3, 3), dict(padding=1)),
+    ((32, 8, 4, 4), (16, 8, 3, 3), dict(padding=1)),
+    ((3, 4, 7), (6, 2, 5), dict(padding=4, dilation=2, groups=2)),
+    ((2, 3, 4, 3, 5), (2, 3, 3, 3, 3), dict(padding=1)),
+    ((2, 6, 5, 6), (6, 1, 3, 3), dict(padding=1, groups=6)),
+    ((1, 2, 1, 9), (3, 2, 1, 5), dict(padding=(0, 2))),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,ws,kw", SAME, ids=[str(i) for i in range(len(SAME))])
+def test_conv_same_eager_with_gradients(rng, xs, ws, kw, dtype):
+    op = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[len(ws)]
+    x, w = data(rng, xs, dtype), data(rng, ws, dtype)
+    xt, wt = flow.tensor(x, requires_grad=True), flow.tensor(w, requires_grad=True)
+    out = op(xt, wt, **kw)
+    ct = data(rng, out.shape, dtype)
+    (out * flow.tensor(ct)).sum().backward()
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out.numpy(), ref_conv(x.astype(np.float64), w, **kw), rtol=tol,
+                               atol=tol)  # fmt: skip
+    gx, gw = ref_conv_grads(x, w, ct, kw["padding"], kw.get("dilation", 1), kw.get("groups", 1))
+    np.testing.assert_allclose(xt.grad.numpy(), gx, rtol=tol, atol=tol * 10)
+    np.testing.assert_allclose(wt.grad.numpy(), gw, rtol=tol, atol=tol * 10)
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_conv_same_non_finite_input(rng, bad):
+    """A non-finite input value reaches exactly the results whose windows cover it (padding
+    stays zero: no 0 * inf), the forward result and the weight cotangent alike."""
+    x, w = data(rng, (4, 2, 4, 4)), data(rng, (3, 2, 3, 3))
+    x[1, 0, 0, 3] = bad
+    xt, wt = flow.tensor(x), flow.tensor(w, requires_grad=True)
+    out = F.conv2d(xt, wt, padding=1)
+    want = ref_conv(x.astype(np.float64), w, padding=1)
+    got = out.numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+    assert finite[0].all() and not finite[1].all()  # only image 1's windows see it
+    out.sum().backward()
+    _, gw = ref_conv_grads(x, w, np.ones(out.shape), 1, 1, 1)
+    np.testing.assert_array_equal(np.isnan(wt.grad.numpy()), np.isnan(gw))
+
+
+def test_conv_same_many_small_images(rng):
+    """So many images that the shifted copies mask each image position alike (one mask per
+    position, broadcast over the images, rather than one per element)."""
+    x, w = data(rng, (2048, 1, 8, 8)), data(rng, (2, 1, 3, 3))
+    got = F.conv2d(flow.tensor(x), flow.tensor(w), padding=1).numpy()
+    np.testing.assert_allclose(got, ref_conv(x.astype(np.float64), w, padding=1), rtol=1e-5,
+                               atol=1e-5)  # fmt: skip
+
+
 def test_conv_transposed_input_float64_and_top_level_names(rng):
     """A permuted (non-contiguous) input inside the function, float64, and `flow.conv2d`."""
     x, w = data(rng, (2, 3, 5, 7), np.float64), data(rng, (4, 3, 2, 3), np.float64)
