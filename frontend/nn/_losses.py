@@ -279,8 +279,7 @@ def _nll(logp, t, *, class_dim, ignore_index, reduction):
     """`_nll_parts` on numpy, the same bits: each target's log-probability is one element
     (the masked sum over classes adds zeros to it), negated where the target counts."""
     valid = t != ignore_index
-    at = np.expand_dims(np.where(valid, t, 0), class_dim)
-    picked = np.take_along_axis(logp, at, class_dim).squeeze(class_dim)
+    picked = _at_targets(logp, np.where(valid, t, 0), class_dim)
     nll = np.where(valid, -picked, np.zeros((), logp.dtype))
     if reduction == "none":
         return nll
@@ -313,9 +312,24 @@ def _nll_grad(ct, logp, t, *, class_dim, ignore_index, reduction):
         g = np.broadcast_to(-(ct / _all(valid.astype(logp.dtype))) if reduction == "mean"
                             else -ct, t.shape)  # fmt: skip
     grad = np.zeros(logp.shape, logp.dtype)
-    at = np.expand_dims(np.where(valid, t, 0), class_dim)
-    np.put_along_axis(grad, at, np.expand_dims(np.where(valid, g, 0), class_dim), class_dim)
+    _at_targets(grad, np.where(valid, t, 0), class_dim, np.where(valid, g, 0))
     return grad
+
+
+def _at_targets(a: np.ndarray, t: np.ndarray, class_dim: int, values=None):
+    """`a`'s element at each target's class (`a` has the targets' shape with the class dim
+    inserted at `class_dim`), or, given `values`, those elements set to them."""
+    if a.ndim == 2 and class_dim == 1:  # [batch, classes]: plain integer indexing, no index build
+        at = (np.arange(a.shape[0]), t)
+        if values is None:
+            return a[at]
+        a[at] = values
+        return None
+    at = np.expand_dims(t, class_dim)
+    if values is None:
+        return np.take_along_axis(a, at, class_dim).squeeze(class_dim)
+    np.put_along_axis(a, at, np.expand_dims(values, class_dim), class_dim)
+    return None
 
 
 _nll.vjp = lambda ct, logp, t, *, out, **params: (bind(_nll_grad, ct, logp, t, **params), None)
