@@ -61,7 +61,7 @@ def bench_flow(steps: int) -> dict[str, float]:
         loss_fn(eager_model(xt), yt).backward()
         eager_opt.step()
 
-    out["flow eager (numpy)"] = median_time(eager_step, repeat=max(5, steps // 5))
+    out["flow eager (numpy)"] = median_time(eager_step, repeat=steps, warmup=5)
     return out
 
 
