@@ -203,8 +203,8 @@ def _conv_over_shifts(x, w, padding) -> np.ndarray:
     (batch, c_in, *spatial), c_out = x.shape, w.shape[0]
     outs = tuple(lo + hi + 1 for lo, hi in padding)
     cols = _gemm_rows((math.prod(outs), batch), c_in * math.prod(spatial), x.dtype)
-    _shifted_rows(x.reshape(batch, c_in, -1), tuple(spatial), outs, (1,) * len(outs), tuple(lo for lo, _ in padding),
-                  cols.reshape(*outs, batch, c_in, -1))  # fmt: skip
+    _shifted_rows(x.reshape(batch, c_in, -1), tuple(spatial), outs, (1,) * len(outs),
+                  tuple(lo for lo, _ in padding), cols.reshape(*outs, batch, c_in, -1))
     r = host_matmul(cols.reshape(-1, cols.shape[-1]), w.reshape(c_out, -1).T)
     r = np.ascontiguousarray(r.reshape(-1, batch, c_out).transpose(1, 2, 0))
     return r.reshape(batch, c_out, *outs)
