@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _bench import Goal, median_time, optional, settle, step_goals, table, train_step
+from _bench import Goal, interleaved, median_time, optional, settle, step_goals, table, train_step
 
 BATCH, LR, MOMENTUM = 32, 0.05, 0.9
 # (name, shape) of every parameter, in PyTorch's layout.
@@ -29,46 +29,51 @@ def _data():
     return x, y, params
 
 
+def _flow_model_and_opt():
+    import flow
+    import flow.nn as nn
+
+    model = nn.Sequential(
+        nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10),
+    )  # fmt: skip
+    for p, value in zip(model.parameters(), _data()[2]):
+        p.copy_(flow.tensor(value))
+    return model, flow.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
+
+
 def bench_flow(steps: int) -> dict[str, float]:
     import flow
     import flow.nn as nn
 
-    x, y, params = _data()
-
-    def model_and_opt():
-        model = nn.Sequential(
-            nn.Conv2d(1, 8, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(8, 16, kernel_size=3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Flatten(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10),
-        )  # fmt: skip
-        for p, value in zip(model.parameters(), params):
-            p.copy_(flow.tensor(value))
-        return model, flow.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
-
-    loss_fn = nn.CrossEntropyLoss()
-    model, opt = model_and_opt()
-
-    graph = train_step(model, opt, loss_fn)
+    x, y, _ = _data()
+    model, opt = _flow_model_and_opt()
+    graph = train_step(model, opt, nn.CrossEntropyLoss())
     xt, yt = flow.tensor(x), flow.tensor(y)
     graph(xt, yt)
     settle(graph)
     # 12 warm-up calls: a cpu program picks its driver on its first calls
-    out = {"flow nn.Graph": median_time(lambda: graph(xt, yt), repeat=steps, warmup=12)}
-    eager_model, eager_opt = model_and_opt()
-
-    def eager_step():
-        eager_opt.zero_grad()
-        loss_fn(eager_model(xt), yt).backward()
-        eager_opt.step()
-
-    out["flow eager (numpy)"] = median_time(eager_step, repeat=steps, warmup=5)
-    return out
+    return {"flow nn.Graph": median_time(lambda: graph(xt, yt), repeat=steps, warmup=12)}
 
 
-def bench_torch(steps: int) -> dict[str, float]:
-    torch = optional("torch")
-    if torch is None:
-        return {}
+def _flow_eager_step():
+    import flow
+    import flow.nn as nn
+
+    x, y, _ = _data()
+    model, opt = _flow_model_and_opt()
+    loss_fn, xt, yt = nn.CrossEntropyLoss(), flow.tensor(x), flow.tensor(y)
+
+    def step():
+        opt.zero_grad()
+        loss_fn(model(xt), yt).backward()
+        opt.step()
+
+    return step
+
+
+def _torch_eager_step(torch):
     x, y, params = _data()
     nn = torch.nn
     model = nn.Sequential(
@@ -87,13 +92,29 @@ def bench_torch(steps: int) -> dict[str, float]:
         torch.nn.functional.cross_entropy(model(xt), yt).backward()
         opt.step()
 
-    out = {"torch eager": median_time(step, repeat=steps)}
+    return step
+
+
+def bench_eager(steps: int) -> dict[str, float]:
+    """flow's eager step and PyTorch's, in alternating rounds of 5 steps each: steps of a few
+    milliseconds drift with the machine's load, and their ratio is a goal."""
+    steps_by_name = {"flow eager (numpy)": _flow_eager_step()}
+    torch = optional("torch")
+    if torch is not None:
+        steps_by_name["torch eager"] = _torch_eager_step(torch)
+    return interleaved(steps_by_name, rounds=max(5, steps // 5), number=5, warmup=5)
+
+
+def bench_torch(steps: int) -> dict[str, float]:
+    torch = optional("torch")
+    if torch is None:
+        return {}
     try:
-        compiled = torch.compile(step)
-        out["torch.compile"] = median_time(compiled, repeat=steps, warmup=3)
+        compiled = torch.compile(_torch_eager_step(torch))
+        return {"torch.compile": median_time(compiled, repeat=steps, warmup=3)}
     except Exception as err:  # noqa: BLE001 - a peer that cannot compile here is reported
         print(f"  (torch.compile unavailable: {type(err).__name__}: {str(err)[:80]})")
-    return out
+        return {}
 
 
 def bench_jax(steps: int) -> dict[str, float]:
@@ -136,7 +157,7 @@ def bench_jax(steps: int) -> dict[str, float]:
     return {"jax.jit": median_time(run, repeat=steps, warmup=3)}
 
 
-BENCHES = [bench_flow, bench_torch, bench_jax]  # each returns {row name: seconds per step}
+BENCHES = [bench_flow, bench_eager, bench_torch, bench_jax]  # each: {row name: seconds per step}
 
 
 def run(steps: int = 50) -> list[Goal]:
