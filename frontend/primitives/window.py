@@ -334,25 +334,33 @@ def transposed_conv(ct, w, sizes, strides, dilations, padding, groups) -> Tensor
                 groups=groups)  # fmt: skip
 
 
+def _weight_grad_geometry(x_shape, w_shape, ct_shape, strides, dilations, padding):
+    """How `_conv_weight_grad` reads the input: per spatial dim, the crop of rows no window
+    reads (end, or None) and the padding that remains; None when no window reads any row."""
+    crops, pads = [], []
+    for size, k, o, s, d, (lo, _) in zip(x_shape[2:], w_shape[2:], ct_shape[2:], strides,
+                                         dilations, padding):  # fmt: skip
+        # Pad exactly to the extent the windows read; rows no window reads are cut.
+        hi = (o - 1) * s + d * (k - 1) + 1 - size - lo
+        if hi < 0 and size + hi <= 0:
+            return None
+        crops.append(size + hi if hi < 0 else None)
+        pads.append((lo, max(hi, 0)))
+    return crops, tuple(pads)
+
+
 def _conv_weight_grad(ct, x, w, strides, dilations, padding, groups) -> Tensor:
     """`dw[o, c, k] = sum_{n, p} ct[n, o, p] * x_padded[n, c, p * stride + k * dilation]`: a
     convolution of the input (input channels as the batch, batch x groups as channels) with
-    the cotangent as the kernel, where stride and dilation swap roles."""
+    the cotangent as the kernel, where stride and dilation swap roles. Eagerly one op
+    (`conv_weight_grad`)."""
     n = x.ndim - 2
     batch, c_in_g = x.shape[0], w.shape[1]
-    sizes, kernel, outs = x.shape[2:], w.shape[2:], ct.shape[2:]
-    pads, crop = [], {}
-    for i, (size, k, o, s, d, (lo, _)) in enumerate(
-        zip(sizes, kernel, outs, strides, dilations, padding)
-    ):
-        # Pad exactly to the extent the windows read; rows no window reads are cut.
-        hi = (o - 1) * s + d * (k - 1) + 1 - size - lo
-        if hi < 0:
-            if size + hi <= 0:
-                return _zeros(w.shape, w.dtype)
-            crop[2 + i] = (0, size + hi, 1)
-        pads.append((lo, max(hi, 0)))
-    xs = slice_dims(x, crop)
+    geometry = _weight_grad_geometry(x.shape, w.shape, ct.shape, strides, dilations, padding)
+    if geometry is None:
+        return _zeros(w.shape, w.dtype)
+    crops, pads = geometry
+    xs = slice_dims(x, {2 + i: (0, end, 1) for i, end in enumerate(crops) if end is not None})
     spatial = tuple(xs.shape[2:])
     rest = tuple(range(3, 3 + n))
     xt = bind(reshape, xs, shape=(batch, groups, c_in_g, *spatial))
@@ -360,8 +368,28 @@ def _conv_weight_grad(ct, x, w, strides, dilations, padding, groups) -> Tensor:
     xt = bind(reshape, xt, shape=(c_in_g, groups * batch, *spatial))
     ctt = bind(transpose, ct, permutation=(1, 0, *range(2, 2 + n)))
     r = bind(conv, xt, ctt, strides=tuple(dilations), dilations=tuple(strides),
-             padding=tuple(pads), groups=groups)  # fmt: skip
+             padding=pads, groups=groups)  # fmt: skip
     return bind(transpose, r, permutation=(1, 0, *range(2, 2 + n)))
+
+
+@composite("conv_weight_grad",
+           lambda ct, x, w, **p: _conv_weight_grad(ct, x, w, p["strides"], p["dilations"],
+                                                   p["padding"], p["groups"]))  # fmt: skip
+def conv_weight_grad(ct, x, w, *, strides, dilations, padding, groups):
+    """`_conv_weight_grad` as one eager kernel: its steps on the arrays (the views and the
+    conv kernel its primitives run), so the same bits without an op per step."""
+    n = x.ndim - 2
+    geometry = _weight_grad_geometry(x.shape, w.shape, ct.shape, strides, dilations, padding)
+    if geometry is None:
+        return np.zeros(w.shape, w.dtype)
+    crops, pads = geometry
+    xs = x[(slice(None), slice(None), *(slice(end) for end in crops))]
+    batch, c_in_g, spatial = x.shape[0], w.shape[1], xs.shape[2:]
+    xt = xs.reshape(batch, groups, c_in_g, *spatial).transpose(2, 1, 0, *range(3, 3 + n))
+    xt = xt.reshape(c_in_g, groups * batch, *spatial)
+    r = conv.impl(xt, ct.transpose(1, 0, *range(2, 2 + n)), strides=tuple(dilations),
+                  dilations=tuple(strides), padding=pads, groups=groups)  # fmt: skip
+    return r.transpose(1, 0, *range(2, 2 + n))
 
 
 def _conv_vjp(ct, x, w, *, out, strides, dilations, padding, groups):
@@ -370,7 +398,8 @@ def _conv_vjp(ct, x, w, *, out, strides, dilations, padding, groups):
     if x.requires_grad:
         gx = transposed_conv(ct, w, x.shape[2:], strides, dilations, padding, groups)
     if w.requires_grad:
-        gw = _conv_weight_grad(ct, x, w, strides, dilations, padding, groups)
+        gw = bind(conv_weight_grad, ct, x, w, strides=tuple(strides), dilations=tuple(dilations),
+                  padding=tuple(padding), groups=groups)  # fmt: skip
     return gx, gw
 
 

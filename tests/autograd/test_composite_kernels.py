@@ -297,3 +297,36 @@ def test_linear_gradients_through_transposed_products(rng):
     want = 2 * (ws.sum(0)[None, :] * xs.sum(1, keepdims=True)
                 + (xs @ ws.T).sum(1, keepdims=True) * np.ones_like(xs))
     np.testing.assert_allclose(gx.numpy(), want, rtol=1e-10)
+
+
+CONV_GRADS = [
+    # (input shape, weight shape, strides, dilations, padding, groups)
+    ((32, 8, 4, 4), (16, 8, 3, 3), (1, 1), (1, 1), ((1, 1), (1, 1)), 1),  # LeNet's second
+    ((2, 4, 9, 8), (6, 2, 3, 2), (2, 1), (1, 2), ((1, 1), (0, 0)), 2),
+    ((1, 3, 7, 5), (2, 3, 2, 2), (3, 2), (1, 1), ((0, 0), (1, 0)), 1),  # rows no window reads
+    ((2, 2, 11), (3, 2, 3), (2,), (2,), ((1, 1),), 1),
+    ((1, 2, 3, 4, 5), (2, 1, 2, 2, 3), (1, 2, 1), (1, 1, 2), ((1, 0), (0, 1), (1, 1)), 2),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("xs,ws,strides,dilations,padding,groups", CONV_GRADS, ids=str)
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
+def test_conv_weight_grad_kernel_is_its_decomposition(rng, xs, ws, strides, dilations, padding,
+                                                      groups, dt):  # fmt: skip
+    """A convolution's weight cotangent as one eager kernel: the same bits as the primitives
+    it stands for, and the gradient an eager backward pass gives (against the compiled one
+    in tests/frontend/test_window.py)."""
+    from flow.primitives import window as W
+
+    def rand(shape):
+        data = (rng.standard_normal(shape) * 2).astype(np.float32)
+        return flow.tensor(data).to(getattr(flow, dt))
+
+    x, w = rand(xs), rand(ws)
+    out = bind(W.conv, x, w, strides=strides, dilations=dilations, padding=padding,
+               groups=groups)  # fmt: skip
+    ct = rand(out.shape)
+    kw = dict(strides=strides, dilations=dilations, padding=padding, groups=groups)
+    whole = bind(W.conv_weight_grad, ct, x, w, **kw)
+    _same(whole, W.conv_weight_grad.decompose(ct, x, w, **kw))
+    assert whole.shape == w.shape
