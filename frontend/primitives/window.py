@@ -68,6 +68,8 @@ def _spread(g: Tensor, strides: Sequence[int]) -> Tensor:
         split += [n, 1] if s > 1 else [n]
         highs += [0, s - 1] if s > 1 else [0]
         merged.append(n * s)
+    if isinstance(g, np.ndarray):  # (an eager kernel's array: the same steps)
+        return pad_constant(g.reshape(split), (0,) * len(highs), highs).reshape(merged)
     g = bind(reshape, g, shape=tuple(split))
     g = bind(pad, g, low=(0,) * len(highs), high=tuple(highs), value=0, dtype=g.dtype)
     return bind(reshape, g, shape=tuple(merged))
@@ -83,11 +85,14 @@ def _place(g: Tensor, lows: Sequence[int], highs: Sequence[int]) -> Tensor | Non
             if stop <= start:
                 return None
             spec[d] = (start, stop - start, 1)
+    array = isinstance(g, np.ndarray)  # (an eager kernel's array: the same steps)
     if spec:
-        g = slice_dims(g, spec)
+        g = g[tuple(slice(spec[d][0], spec[d][0] + spec[d][1]) if d in spec else slice(None)
+                    for d in range(g.ndim))] if array else slice_dims(g, spec)  # fmt: skip
     lows, highs = tuple(max(v, 0) for v in lows), tuple(max(v, 0) for v in highs)
     if any(lows) or any(highs):
-        g = bind(pad, g, low=lows, high=highs, value=0, dtype=g.dtype)
+        g = pad_constant(g, lows, highs) if array else \
+            bind(pad, g, low=lows, high=highs, value=0, dtype=g.dtype)  # fmt: skip
     return g
 
 
@@ -320,7 +325,15 @@ def transposed_conv(ct, w, sizes, strides, dilations, padding, groups) -> Tensor
     with that weight. `w` is regrouped to [C_in, C_out/g, *k] (in and out channels swapped
     within each group) and flipped in space. Only the low padding is read: `sizes` says how
     far the result reaches at the high end (a conv's unread tail, conv_transpose's
-    output_padding), and positions no window reaches get zeros."""
+    output_padding), and positions no window reaches get zeros. Eagerly one op
+    (`conv_input_grad`)."""
+    return bind(conv_input_grad, ct, w, sizes=tuple(sizes), strides=tuple(strides),
+                dilations=tuple(dilations), padding=tuple(tuple(p) for p in padding),
+                groups=groups)  # fmt: skip
+
+
+def _transposed_conv(ct, w, *, sizes, strides, dilations, padding, groups) -> Tensor:
+    """`transposed_conv` in primitives: what traced programs get."""
     n = ct.ndim - 2
     c_out, c_in_g, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
     g, pads = _transposed(ct, sizes, kernel, strides, dilations, padding)
@@ -332,6 +345,22 @@ def transposed_conv(ct, w, sizes, strides, dilations, padding, groups) -> Tensor
     wt = slice_dims(wt, {2 + i: (k - 1, k, -1) for i, k in enumerate(kernel) if k > 1})
     return bind(conv, g, wt, strides=(1,) * n, dilations=tuple(dilations), padding=pads[2:],
                 groups=groups)  # fmt: skip
+
+
+@composite("conv_input_grad", _transposed_conv)
+def conv_input_grad(ct, w, *, sizes, strides, dilations, padding, groups):
+    """`_transposed_conv` as one eager kernel: its steps on the arrays (`_transposed` takes
+    arrays too; views, and the conv kernel its primitives run), so the same bits."""
+    n = ct.ndim - 2
+    c_out, c_in_g, kernel = w.shape[0], w.shape[1], tuple(w.shape[2:])
+    g, pads = _transposed(ct, sizes, kernel, strides, dilations, padding)
+    if g is None:
+        return np.zeros((ct.shape[0], c_in_g * groups, *sizes), ct.dtype)
+    wt = w.reshape(groups, c_out // groups, c_in_g, *kernel).transpose(0, 2, 1, *range(3, 3 + n))
+    wt = wt.reshape(groups * c_in_g, c_out // groups, *kernel)[(slice(None), slice(None),
+                                                                *(slice(None, None, -1),) * n)]
+    return conv.impl(g, wt, strides=(1,) * n, dilations=tuple(dilations), padding=pads[2:],
+                     groups=groups)  # fmt: skip
 
 
 def _weight_grad_geometry(x_shape, w_shape, ct_shape, strides, dilations, padding):

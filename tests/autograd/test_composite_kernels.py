@@ -306,6 +306,7 @@ CONV_GRADS = [
     ((1, 3, 7, 5), (2, 3, 2, 2), (3, 2), (1, 1), ((0, 0), (1, 0)), 1),  # rows no window reads
     ((2, 2, 11), (3, 2, 3), (2,), (2,), ((1, 1),), 1),
     ((1, 2, 3, 4, 5), (2, 1, 2, 2, 3), (1, 2, 1), (1, 1, 2), ((1, 0), (0, 1), (1, 1)), 2),
+    ((2, 3, 5, 6), (4, 3, 3, 3), (2, 2), (1, 1), ((3, 3), (4, 1)), 1),  # padding past the kernel
 ]  # fmt: skip
 
 
@@ -330,3 +331,26 @@ def test_conv_weight_grad_kernel_is_its_decomposition(rng, xs, ws, strides, dila
     whole = bind(W.conv_weight_grad, ct, x, w, **kw)
     _same(whole, W.conv_weight_grad.decompose(ct, x, w, **kw))
     assert whole.shape == w.shape
+
+
+@pytest.mark.parametrize("xs,ws,strides,dilations,padding,groups", CONV_GRADS, ids=str)
+@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
+def test_conv_input_grad_kernel_is_its_decomposition(rng, xs, ws, strides, dilations, padding,
+                                                     groups, dt):  # fmt: skip
+    """A convolution's input cotangent (the transposed convolution) as one eager kernel: the
+    same bits as the primitives it stands for, cropped or spread by strides alike."""
+    from flow.primitives import window as W
+
+    def rand(shape):
+        data = (rng.standard_normal(shape) * 2).astype(np.float32)
+        return flow.tensor(data).to(getattr(flow, dt))
+
+    x, w = rand(xs), rand(ws)
+    out = bind(W.conv, x, w, strides=strides, dilations=dilations, padding=padding,
+               groups=groups)  # fmt: skip
+    ct = rand(out.shape)
+    kw = dict(sizes=tuple(xs[2:]), strides=strides, dilations=dilations, padding=padding,
+              groups=groups)  # fmt: skip
+    whole = bind(W.conv_input_grad, ct, w, **kw)
+    _same(whole, W.conv_input_grad.decompose(ct, w, **kw))
+    assert whole.shape == x.shape
