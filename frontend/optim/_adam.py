@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from flow.core import dtypes as _dtypes
+from flow.core import pending
 from flow.core.tensor import Tensor
 from flow.ops.basic import maximum, sqrt, zeros, zeros_like
 
-from ._optimizer import Optimizer, ParamsT
+from ._optimizer import Optimizer, ParamsT, in_place_arrays
 
 __all__ = ["Adam", "AdamW"]
 
@@ -74,6 +77,8 @@ class Adam(Optimizer):
         wd = group["weight_decay"]
         if not state:
             state.update(self._initial_state(p, group))
+        if _update_in_place(p, grad, state, group, lr, self._decoupled_weight_decay):
+            return
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         grad = -grad if group["maximize"] else grad
         step = state["step"].add_(1)
@@ -95,6 +100,61 @@ class Adam(Optimizer):
             step_size = lr
             denom = sqrt(second) + group["eps"]
         p.sub_(exp_avg / denom * step_size)
+
+
+def _update_in_place(p: Tensor, grad: Tensor, state: dict, group: dict, lr,
+                     decoupled: bool) -> bool:  # fmt: skip
+    """`Adam._update` written straight into the arrays of `p` and its state, op by op with the
+    kernels and the number conversions the ops use (see `in_place_arrays`): the same bits.
+    Only for float32 / float64 parameters (float16 ones mix in the float32 step) and a number
+    `lr`; False: not done, take the ops."""
+    if isinstance(lr, (Tensor, bool)) or not isinstance(lr, (int, float)):
+        return False
+    moments = [state.get("exp_avg"), state.get("exp_avg_sq")]
+    if group["amsgrad"]:
+        moments.append(state.get("max_exp_avg_sq"))
+    step = state.get("step")
+    if not all(isinstance(t, Tensor) for t in (*moments, step)):
+        return False
+    arrays = in_place_arrays(p, grad, *moments)
+    sa = step._buf
+    if (arrays is None or arrays[0].dtype not in (np.float32, np.float64)
+            or sa.__class__ is not np.ndarray or sa.dtype != np.float32 or sa.shape != ()
+            or not sa.flags.writeable or step._trace is not None):  # fmt: skip
+        return False
+    pa, ga, m, v, *peak = arrays
+    dt = pa.dtype.type  # a number next to a tensor takes the tensor's dtype
+    beta1, beta2 = group["betas"]
+    wd, eps = group["weight_decay"], group["eps"]
+    for a in (sa, pa, m, v, *peak):
+        pending.before_host_write(a)
+    with np.errstate(all="ignore"):  # IEEE results, as the ops give them
+        g = np.negative(ga) if group["maximize"] else ga
+        np.add(sa, np.float32(1), out=sa)
+        if wd != 0:
+            if decoupled:
+                np.multiply(pa, dt(1 - lr * wd), out=pa)
+            else:
+                g = np.add(g, np.multiply(pa, dt(wd)))
+        d, g2, denom = np.empty_like(pa), np.empty_like(pa), np.empty_like(pa)  # (0-d too)
+        np.subtract(g, m, out=d)
+        np.add(m, np.multiply(d, dt(1 - beta1), out=d), out=m)
+        np.multiply(g, g, out=g2)
+        np.add(np.multiply(v, dt(beta2), out=v), np.multiply(g2, dt(1 - beta2), out=g2), out=v)
+        second = v
+        if peak:
+            second = np.maximum(peak[0], v, out=peak[0])
+        np.sqrt(second, out=denom)
+        if group["do_bias_correction"]:
+            t = sa.astype(dt)  # step.to(the parameter's float type)
+            step_size = np.divide(dt(lr), np.subtract(dt(1), np.power(dt(beta1), t)))
+            np.divide(denom, np.sqrt(np.subtract(dt(1), np.power(dt(beta2), t))), out=denom)
+        else:
+            step_size = dt(lr)
+        np.add(denom, dt(eps), out=denom)
+        update = np.multiply(np.divide(m, denom, out=denom), step_size, out=denom)
+        np.subtract(pa, update, out=pa)
+    return True
 
 
 class AdamW(Adam):

@@ -342,3 +342,24 @@ class Optimizer:
             lines.append(f"Parameter Group {i}")
             lines += [f"    {k}: {group[k]}" for k in sorted(group) if k != "params"]
         return "\n".join(lines + [")"])
+
+
+def in_place_arrays(p: Tensor, grad: Tensor, *state: Tensor) -> list[np.ndarray] | None:
+    """The arrays of `p`, its gradient and its `state` tensors, for an eager update written
+    straight into them with the kernels the ops run (the same bits, no op and no new array
+    per update, as PyTorch's foreach and fused optimizers): all local eager float arrays of
+    `p`'s dtype and shape, `p` and `state` writable, outside flow.lazy. None: take the ops."""
+    arrays = []
+    for t in (p, grad, *state):
+        a = t._buf
+        if (a.__class__ is not np.ndarray or a.dtype.kind != "f"
+                or getattr(t, "_dist", None) is not None or t._trace is not None):  # fmt: skip
+            return None
+        arrays.append(a)
+    pa = arrays[0]
+    for i, a in enumerate(arrays):
+        if a.dtype != pa.dtype or a.shape != pa.shape or (i != 1 and not a.flags.writeable):
+            return None
+    from flow.modes.lazy import enabled
+
+    return None if enabled() else arrays

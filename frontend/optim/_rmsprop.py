@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from flow.core import dtypes as _dtypes
+from flow.core import pending
 from flow.core.tensor import Tensor
 from flow.ops.basic import sqrt, zeros, zeros_like
 
-from ._optimizer import Optimizer, ParamsT
+from ._optimizer import Optimizer, ParamsT, in_place_arrays
 
 __all__ = ["RMSprop"]
 
@@ -62,6 +65,8 @@ class RMSprop(Optimizer):
         alpha, momentum = group["alpha"], group["momentum"]
         if not state:
             state.update(self._initial_state(p, group))
+        if _update_in_place(p, grad, state, group, lr):
+            return
         grad = -grad if group["maximize"] else grad
         state["step"].add_(1)
         if group["weight_decay"] != 0:
@@ -78,3 +83,52 @@ class RMSprop(Optimizer):
             p.sub_(buf * lr)
         else:
             p.sub_(grad / avg * lr)
+
+
+def _update_in_place(p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> bool:
+    """`RMSprop._update` written straight into the arrays of `p` and its state, op by op with
+    the kernels and number conversions the ops use (see `in_place_arrays`): the same bits.
+    Only for float32 / float64 parameters and a number `lr`; False: take the ops."""
+    if isinstance(lr, (Tensor, bool)) or not isinstance(lr, (int, float)):
+        return False
+    alpha, momentum, eps = group["alpha"], group["momentum"], group["eps"]
+    names = ["square_avg", *(["grad_avg"] if group["centered"] else []),
+             *(["momentum_buffer"] if momentum > 0 else [])]  # fmt: skip
+    tensors, step = [state.get(n) for n in names], state.get("step")
+    if not all(isinstance(t, Tensor) for t in (*tensors, step)):
+        return False
+    arrays = in_place_arrays(p, grad, *tensors)
+    sa = step._buf
+    if (arrays is None or arrays[0].dtype not in (np.float32, np.float64)
+            or sa.__class__ is not np.ndarray or sa.dtype != np.float32 or sa.shape != ()
+            or not sa.flags.writeable or step._trace is not None):  # fmt: skip
+        return False
+    pa, ga, sq, *rest = arrays
+    dt = pa.dtype.type  # a number next to a tensor takes the tensor's dtype
+    for a in (sa, pa, sq, *rest):
+        pending.before_host_write(a)
+    with np.errstate(all="ignore"):  # IEEE results, as the ops give them
+        g = np.negative(ga) if group["maximize"] else ga
+        np.add(sa, np.float32(1), out=sa)
+        if group["weight_decay"] != 0:
+            g = np.add(g, np.multiply(pa, dt(group["weight_decay"])))
+        g2, avg = np.empty_like(pa), np.empty_like(pa)  # (0-d too)
+        np.multiply(g, g, out=g2)
+        np.add(np.multiply(sq, dt(alpha), out=sq), np.multiply(g2, dt(1 - alpha), out=g2), out=sq)
+        if group["centered"]:
+            mean = rest.pop(0)
+            np.subtract(g, mean, out=g2)
+            np.add(mean, np.multiply(g2, dt(1 - alpha), out=g2), out=mean)
+            np.sqrt(np.subtract(sq, np.multiply(mean, mean, out=avg), out=avg), out=avg)
+        else:
+            np.sqrt(sq, out=avg)
+        np.add(avg, dt(eps), out=avg)
+        step_dir = np.divide(g, avg, out=avg)
+        if momentum > 0:
+            buf = rest[0]
+            np.add(np.multiply(buf, dt(momentum), out=buf), step_dir, out=buf)
+            step_dir = np.multiply(buf, dt(lr), out=avg)
+        else:
+            np.multiply(step_dir, dt(lr), out=step_dir)
+        np.subtract(pa, step_dir, out=pa)
+    return True

@@ -10,7 +10,7 @@ from flow.core import pending
 from flow.core.tensor import Tensor
 from flow.ops.basic import zeros_like
 
-from ._optimizer import Optimizer, ParamsT
+from ._optimizer import Optimizer, ParamsT, in_place_arrays
 
 __all__ = ["SGD"]
 
@@ -86,39 +86,24 @@ class SGD(Optimizer):
 
 def _update_in_place(p: Tensor, grad: Tensor, buf: Tensor | None, group: dict, lr) -> bool:
     """The eager update `buf = momentum * buf + g; p -= lr * buf` (or `p -= lr * g`) written
-    straight into the arrays of `p` and its buffer, with the kernels the ops run (those of
-    `add_scaled`: the same bits), skipping an op and a new array per update, as PyTorch's
-    foreach and fused SGD do. Only for local eager float tensors of one dtype, a number `lr`
-    and no dampening, weight decay, Nesterov or maximize, outside flow.lazy; False: not
-    done, take the ops."""
+    straight into the arrays of `p` and its buffer, with the kernels `add_scaled` runs (see
+    `in_place_arrays`). Only for a number `lr` and no dampening, weight decay, Nesterov or
+    maximize; False: not done, take the ops."""
     if (group["dampening"] or group["weight_decay"] or group["nesterov"] or group["maximize"]
             or isinstance(lr, Tensor) or isinstance(lr, bool)
             or (group["momentum"] != 0 and buf is None)):  # fmt: skip
         return False
-    arrays = []
-    for t in (p, grad) if buf is None else (p, grad, buf):
-        a = t._buf
-        if (a.__class__ is not np.ndarray or a.dtype.kind != "f"
-                or getattr(t, "_dist", None) is not None or t._trace is not None):  # fmt: skip
-            return False
-        arrays.append(a)
+    arrays = in_place_arrays(p, grad) if buf is None else in_place_arrays(p, grad, buf)
+    if arrays is None:
+        return False
     pa, ga = arrays[0], arrays[1]
-    ba = arrays[2] if buf is not None else None
-    if ga.dtype != pa.dtype or ga.shape != pa.shape or not pa.flags.writeable or (
-        ba is not None and (ba.dtype != pa.dtype or ba.shape != pa.shape or not ba.flags.writeable)
-    ):
-        return False
-    from flow.modes.lazy import enabled
-
-    if enabled():
-        return False
     with np.errstate(all="ignore"):  # IEEE results, as the ops give them
-        if ba is not None:
-            step = np.add(ga, np.multiply(ba, np.asarray(group["momentum"], ba.dtype)))
+        if buf is not None:  # momentum * buf + g, computed in the buffer
+            ba = arrays[2]
             pending.before_host_write(ba)
-            ba[...] = step
+            np.add(np.multiply(ba, np.asarray(group["momentum"], ba.dtype), out=ba), ga, out=ba)
             ga = ba
-        scaled = np.multiply(ga, np.asarray(lr, ga.dtype))
+        scaled = np.multiply(ga, np.asarray(lr, ga.dtype), out=np.empty_like(pa))  # (0-d too)
         pending.before_host_write(pa)
         np.subtract(pa, scaled, out=pa)
     return True

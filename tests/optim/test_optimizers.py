@@ -344,6 +344,71 @@ def test_sgd_in_place_update_stays_off_where_the_ops_must_run():
         assert not _sgd._update_in_place(p, x, None, group, 0.1)
 
 
+IN_PLACE = [
+    ("Adam", dict(lr=0.05)),
+    ("Adam", dict(lr=0.05, betas=(0.5, 0.9), eps=1e-3, weight_decay=0.1, amsgrad=True)),
+    ("Adam", dict(lr=0.1, maximize=True, do_bias_correction=False)),
+    ("AdamW", dict(lr=0.05)),
+    ("AdamW", dict(lr=0.1, weight_decay=0.3, amsgrad=True, maximize=True)),
+    ("RMSprop", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, alpha=0.9, eps=1e-4, weight_decay=0.1, centered=True)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9, maximize=True)),
+    ("RMSprop", dict(lr=0.01, momentum=0.5, centered=True)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [flow.float32, flow.float64])
+@pytest.mark.parametrize("name,kwargs", IN_PLACE, ids=str)
+def test_adaptive_in_place_updates_equal_their_ops_bit_for_bit(monkeypatch, dtype, name,
+                                                                kwargs):  # fmt: skip
+    """Eager Adam, AdamW and RMSprop write their update straight into the parameter and state
+    arrays with the ops' kernels (`_update_in_place`); run with the ops instead, every bit of
+    the parameters and the state agrees."""
+    from flow.optim import _adam, _rmsprop
+
+    module = _rmsprop if name == "RMSprop" else _adam
+    taken = []
+    in_place = module._update_in_place
+
+    def spy(*args):
+        taken.append(in_place(*args))
+        return taken[-1]
+
+    runs = {}
+    for how, fn in (("in place", spy), ("ops", lambda *args: False)):
+        monkeypatch.setattr(module, "_update_in_place", fn)
+        params = flow_params(dtype)
+        arrays = [p.numpy() for p in params]
+        opt = getattr(optim, name)(params, **kwargs)
+        train(opt, params, STEPS)
+        assert all(p.numpy() is a for p, a in zip(params, arrays))  # updated in place
+        runs[how] = [p.numpy().copy() for p in params]
+        runs[how] += [t.numpy().copy() for s in opt.state.values() for t in s.values()]
+    assert len(taken) == 2 * STEPS and all(taken)
+    for a, b in zip(runs["in place"], runs["ops"], strict=True):
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("name", ["Adam", "RMSprop"])
+def test_adaptive_in_place_updates_stay_off_where_the_ops_must_run(name):
+    from flow.optim import _adam, _rmsprop
+
+    def in_place(p, lr):
+        opt = getattr(optim, name)([p], lr=0.1)
+        group = opt.param_groups[0]
+        state = opt._initial_state(p, group)
+        grad = p.detach().clone()
+        if name == "Adam":
+            return _adam._update_in_place(p, grad, state, group, lr, False)
+        return _rmsprop._update_in_place(p, grad, state, group, lr)
+
+    for dtype, lr in ((flow.float16, 0.1), (flow.bfloat16, 0.1), (flow.float32, flow.tensor(0.1))):
+        assert not in_place(flow.tensor(np.ones(3), dtype=dtype), lr), (dtype, lr)
+    with flow.lazy():  # recorded, not run: the lazy step compiles it
+        assert not in_place(flow.tensor(np.ones(3)), 0.1)
+    assert in_place(flow.tensor(np.ones(3)), 0.1)  # and otherwise taken
+
+
 def test_repr():
     w = flow_params()[0]
     text = repr(optim.SGD([w], lr=0.1, momentum=0.9))
