@@ -284,15 +284,9 @@ def _relu_grad_parts(ct: Tensor, x: Tensor) -> Tensor:
 
 @composite("relu_grad", _relu_grad_parts)
 def _relu_grad(ct, x):
-    """`ct` where `x <= 0` fails, else 0: the bits of `ct` times the mask (one pass, exact
-    for every value), or `np.where` for shapes that differ or elements without an integer
-    of their size."""
+    """`ct` where `x <= 0` fails, else 0 (`masked`: one pass)."""
     keep = np.less_equal(x, np.zeros((), x.dtype))
-    np.logical_not(keep, out=keep)
-    bits = P.elementwise._BITS.get(ct.dtype.itemsize)
-    if bits is None or keep.shape != ct.shape:
-        return np.where(keep, ct, np.zeros((), ct.dtype))
-    return np.multiply(ct.view(bits), keep).view(ct.dtype)
+    return P.elementwise.masked(ct, np.logical_not(keep, out=keep))
 
 
 _relu.vjp = lambda ct, x, *, out: (bind(_relu_grad, ct, x),)
