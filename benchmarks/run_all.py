@@ -5,9 +5,10 @@
 Cases: matmul (GFLOP/s vs numpy), elementwise (8-op chain vs numpy eager and a
 memory copy), train_step (MLP step vs jax.jit, torch), lenet_step (LeNet step),
 toolchain (compile time cold and cached, per-call overhead), first_step (import, first
-call, main job, programs per step, each in a fresh process). Peers that are not
-installed are skipped with a note. Every ratio is "higher is better"; rows
-marked (info) have no target. `--quick` takes fewer samples (noisier).
+call, main job, programs per step, each in a fresh process), optimizers (eager optimizer
+steps vs torch). Peers that are not installed are skipped with a note. Every ratio is
+"higher is better"; rows marked (info) have no target. `--quick` takes fewer samples
+(noisier).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import elementwise  # noqa: E402
 import first_step  # noqa: E402
 import lenet_step  # noqa: E402
 import matmul  # noqa: E402
+import optimizers  # noqa: E402
 import toolchain  # noqa: E402
 import train_step  # noqa: E402
 from _bench import goals_table  # noqa: E402
@@ -40,6 +42,7 @@ def main() -> None:
         ("lenet_step", lambda: lenet_step.run(steps=20 if q else 50)),
         ("toolchain", lambda: toolchain.run(ops=1000 if q else 5000)),
         ("first_step", lambda: first_step.run(quick=q)),
+        ("optimizers", lambda: optimizers.run(rounds=3 if q else 7)),
     ]
     goals = []
     t0 = time.perf_counter()
