@@ -11,7 +11,7 @@ from flow.core import pending
 from flow.core.tensor import Tensor
 from flow.ops.basic import maximum, sqrt, zeros, zeros_like
 
-from ._optimizer import Optimizer, ParamsT, in_place_arrays
+from ._optimizer import Optimizer, ParamsT, in_place_with_step
 
 __all__ = ["Adam", "AdamW"]
 
@@ -105,23 +105,13 @@ class Adam(Optimizer):
 def _update_in_place(p: Tensor, grad: Tensor, state: dict, group: dict, lr,
                      decoupled: bool) -> bool:  # fmt: skip
     """`Adam._update` written straight into the arrays of `p` and its state, op by op with the
-    kernels and the number conversions the ops use (see `in_place_arrays`): the same bits.
-    Only for float32 / float64 parameters (float16 ones mix in the float32 step) and a number
-    `lr`; False: not done, take the ops."""
-    if isinstance(lr, (Tensor, bool)) or not isinstance(lr, (int, float)):
+    kernels and the number conversions the ops use (see `in_place_with_step`): the same bits.
+    False: not done, take the ops."""
+    names = ["exp_avg", "exp_avg_sq", *(["max_exp_avg_sq"] if group["amsgrad"] else [])]
+    found = in_place_with_step(p, grad, state, names, lr)
+    if found is None:
         return False
-    moments = [state.get("exp_avg"), state.get("exp_avg_sq")]
-    if group["amsgrad"]:
-        moments.append(state.get("max_exp_avg_sq"))
-    step = state.get("step")
-    if not all(isinstance(t, Tensor) for t in (*moments, step)):
-        return False
-    arrays = in_place_arrays(p, grad, *moments)
-    sa = step._buf
-    if (arrays is None or arrays[0].dtype not in (np.float32, np.float64)
-            or sa.__class__ is not np.ndarray or sa.dtype != np.float32 or sa.shape != ()
-            or not sa.flags.writeable or step._trace is not None):  # fmt: skip
-        return False
+    arrays, sa = found
     pa, ga, m, v, *peak = arrays
     dt = pa.dtype.type  # a number next to a tensor takes the tensor's dtype
     beta1, beta2 = group["betas"]

@@ -363,3 +363,21 @@ def in_place_arrays(p: Tensor, grad: Tensor, *state: Tensor) -> list[np.ndarray]
     from flow.modes.lazy import enabled
 
     return None if enabled() else arrays
+
+
+def in_place_with_step(p: Tensor, grad: Tensor, state: dict, names: list[str], lr):
+    """`in_place_arrays` of `p`, `grad` and the state tensors `names`, and the array of the
+    state's `step` (a 0-d float32 tensor the update counts in), for an adaptive optimizer's
+    eager update (Adam's, RMSprop's): only float32 / float64 parameters (float16 ones mix in
+    the float32 step) and a number `lr`. None: take the ops."""
+    if isinstance(lr, (Tensor, bool)) or not isinstance(lr, (int, float)):
+        return None
+    tensors, step = [state.get(n) for n in names], state.get("step")
+    if not all(isinstance(t, Tensor) for t in (*tensors, step)):
+        return None
+    arrays, sa = in_place_arrays(p, grad, *tensors), step._buf
+    if (arrays is None or arrays[0].dtype not in (np.float32, np.float64)
+            or sa.__class__ is not np.ndarray or sa.dtype != np.float32 or sa.shape != ()
+            or not sa.flags.writeable or step._trace is not None):  # fmt: skip
+        return None
+    return arrays, sa

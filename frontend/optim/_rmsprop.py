@@ -11,7 +11,7 @@ from flow.core import pending
 from flow.core.tensor import Tensor
 from flow.ops.basic import sqrt, zeros, zeros_like
 
-from ._optimizer import Optimizer, ParamsT, in_place_arrays
+from ._optimizer import Optimizer, ParamsT, in_place_with_step
 
 __all__ = ["RMSprop"]
 
@@ -87,22 +87,15 @@ class RMSprop(Optimizer):
 
 def _update_in_place(p: Tensor, grad: Tensor, state: dict, group: dict, lr) -> bool:
     """`RMSprop._update` written straight into the arrays of `p` and its state, op by op with
-    the kernels and number conversions the ops use (see `in_place_arrays`): the same bits.
-    Only for float32 / float64 parameters and a number `lr`; False: take the ops."""
-    if isinstance(lr, (Tensor, bool)) or not isinstance(lr, (int, float)):
-        return False
+    the kernels and number conversions the ops use (see `in_place_with_step`): the same bits.
+    False: not done, take the ops."""
     alpha, momentum, eps = group["alpha"], group["momentum"], group["eps"]
     names = ["square_avg", *(["grad_avg"] if group["centered"] else []),
              *(["momentum_buffer"] if momentum > 0 else [])]  # fmt: skip
-    tensors, step = [state.get(n) for n in names], state.get("step")
-    if not all(isinstance(t, Tensor) for t in (*tensors, step)):
+    found = in_place_with_step(p, grad, state, names, lr)
+    if found is None:
         return False
-    arrays = in_place_arrays(p, grad, *tensors)
-    sa = step._buf
-    if (arrays is None or arrays[0].dtype not in (np.float32, np.float64)
-            or sa.__class__ is not np.ndarray or sa.dtype != np.float32 or sa.shape != ()
-            or not sa.flags.writeable or step._trace is not None):  # fmt: skip
-        return False
+    arrays, sa = found
     pa, ga, sq, *rest = arrays
     dt = pa.dtype.type  # a number next to a tensor takes the tensor's dtype
     for a in (sa, pa, sq, *rest):

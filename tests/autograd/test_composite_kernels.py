@@ -312,11 +312,12 @@ CONV_GRADS = [
 
 @pytest.mark.parametrize("xs,ws,strides,dilations,padding,groups", CONV_GRADS, ids=str)
 @pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
-def test_conv_weight_grad_kernel_is_its_decomposition(rng, xs, ws, strides, dilations, padding,
-                                                      groups, dt):  # fmt: skip
-    """A convolution's weight cotangent as one eager kernel: the same bits as the primitives
-    it stands for, and the gradient an eager backward pass gives (against the compiled one
-    in tests/frontend/test_window.py)."""
+@pytest.mark.parametrize("which", ["weight", "input"])
+def test_conv_cotangent_kernels_are_their_decompositions(rng, xs, ws, strides, dilations,
+                                                         padding, groups, dt, which):  # fmt: skip
+    """A convolution's weight cotangent and its input cotangent (the transposed convolution),
+    each as one eager kernel: the same bits as the primitives they stand for, cropped or
+    spread by strides alike."""
     from flow.primitives import window as W
 
     def rand(shape):
@@ -324,33 +325,13 @@ def test_conv_weight_grad_kernel_is_its_decomposition(rng, xs, ws, strides, dila
         return flow.tensor(data).to(getattr(flow, dt))
 
     x, w = rand(xs), rand(ws)
-    out = bind(W.conv, x, w, strides=strides, dilations=dilations, padding=padding,
-               groups=groups)  # fmt: skip
-    ct = rand(out.shape)
     kw = dict(strides=strides, dilations=dilations, padding=padding, groups=groups)
-    whole = bind(W.conv_weight_grad, ct, x, w, **kw)
-    _same(whole, W.conv_weight_grad.decompose(ct, x, w, **kw))
-    assert whole.shape == w.shape
-
-
-@pytest.mark.parametrize("xs,ws,strides,dilations,padding,groups", CONV_GRADS, ids=str)
-@pytest.mark.parametrize("dt", ["float32", "float64", "float16"])
-def test_conv_input_grad_kernel_is_its_decomposition(rng, xs, ws, strides, dilations, padding,
-                                                     groups, dt):  # fmt: skip
-    """A convolution's input cotangent (the transposed convolution) as one eager kernel: the
-    same bits as the primitives it stands for, cropped or spread by strides alike."""
-    from flow.primitives import window as W
-
-    def rand(shape):
-        data = (rng.standard_normal(shape) * 2).astype(np.float32)
-        return flow.tensor(data).to(getattr(flow, dt))
-
-    x, w = rand(xs), rand(ws)
-    out = bind(W.conv, x, w, strides=strides, dilations=dilations, padding=padding,
-               groups=groups)  # fmt: skip
-    ct = rand(out.shape)
-    kw = dict(sizes=tuple(xs[2:]), strides=strides, dilations=dilations, padding=padding,
-              groups=groups)  # fmt: skip
-    whole = bind(W.conv_input_grad, ct, w, **kw)
-    _same(whole, W.conv_input_grad.decompose(ct, w, **kw))
-    assert whole.shape == x.shape
+    ct = rand(bind(W.conv, x, w, **kw).shape)
+    if which == "weight":
+        prim, args, shape = W.conv_weight_grad, (ct, x, w), w.shape
+    else:
+        prim, args, shape = W.conv_input_grad, (ct, w), x.shape
+        kw["sizes"] = tuple(xs[2:])
+    whole = bind(prim, *args, **kw)
+    _same(whole, prim.decompose(*args, **kw))
+    assert whole.shape == shape

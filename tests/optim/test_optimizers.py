@@ -301,26 +301,34 @@ def test_sgd_in_place_update_equals_its_ops_bit_for_bit(monkeypatch, dtype, kwar
     ops' kernels (`_update_in_place`); run with the ops instead, every bit agrees."""
     from flow.optim import _sgd
 
+    taken = _in_place_against_ops(monkeypatch, _sgd, lambda ps: optim.SGD(ps, **kwargs), dtype)
+    assert len(taken) == 2 * STEPS and all(taken[2:])  # (a first step makes the buffers)
+
+
+def _in_place_against_ops(monkeypatch, module, make_opt, dtype) -> list[bool]:
+    """Train with `module._update_in_place` and with the ops alone (it declining): the
+    parameters stay the same arrays, and they and every state tensor agree bit for bit.
+    Returns what the in-place update answered, call by call."""
     taken = []
-    in_place = _sgd._update_in_place
+    in_place = module._update_in_place
 
     def spy(*args):
         taken.append(in_place(*args))
         return taken[-1]
 
     runs = {}
-    for name, fn in (("in place", spy), ("ops", lambda *args: False)):
-        monkeypatch.setattr(_sgd, "_update_in_place", fn)
+    for how, fn in (("in place", spy), ("ops", lambda *args: False)):
+        monkeypatch.setattr(module, "_update_in_place", fn)
         params = flow_params(dtype)
         arrays = [p.numpy() for p in params]
-        opt = optim.SGD(params, **kwargs)
+        opt = make_opt(params)
         train(opt, params, STEPS)
         assert all(p.numpy() is a for p, a in zip(params, arrays))  # updated in place
-        runs[name] = [p.numpy().copy() for p in params]
-        runs[name] += [s["momentum_buffer"].numpy().copy() for s in opt.state.values()]
-    assert len(taken) == 2 * STEPS and all(taken[2:])  # (a first step makes the buffers)
+        runs[how] = [p.numpy().copy() for p in params]
+        runs[how] += [t.numpy().copy() for s in opt.state.values() for t in s.values()]
     for a, b in zip(runs["in place"], runs["ops"], strict=True):
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    return taken
 
 
 def test_sgd_in_place_update_stays_off_where_the_ops_must_run():
@@ -367,26 +375,9 @@ def test_adaptive_in_place_updates_equal_their_ops_bit_for_bit(monkeypatch, dtyp
     from flow.optim import _adam, _rmsprop
 
     module = _rmsprop if name == "RMSprop" else _adam
-    taken = []
-    in_place = module._update_in_place
-
-    def spy(*args):
-        taken.append(in_place(*args))
-        return taken[-1]
-
-    runs = {}
-    for how, fn in (("in place", spy), ("ops", lambda *args: False)):
-        monkeypatch.setattr(module, "_update_in_place", fn)
-        params = flow_params(dtype)
-        arrays = [p.numpy() for p in params]
-        opt = getattr(optim, name)(params, **kwargs)
-        train(opt, params, STEPS)
-        assert all(p.numpy() is a for p, a in zip(params, arrays))  # updated in place
-        runs[how] = [p.numpy().copy() for p in params]
-        runs[how] += [t.numpy().copy() for s in opt.state.values() for t in s.values()]
+    make_opt = lambda ps: getattr(optim, name)(ps, **kwargs)  # noqa: E731
+    taken = _in_place_against_ops(monkeypatch, module, make_opt, dtype)
     assert len(taken) == 2 * STEPS and all(taken)
-    for a, b in zip(runs["in place"], runs["ops"], strict=True):
-        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 @pytest.mark.parametrize("name", ["Adam", "RMSprop"])
